@@ -1,0 +1,21 @@
+"""The ``apogee`` command: one entry point, one subcommand per role."""
+
+from __future__ import annotations
+
+import click
+
+from apogee import __version__
+from apogee.cli.namesrv import namesrv_command
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="apogee")
+def cli() -> None:
+    """Apogee: a RocketMQ-compatible message queue in Python."""
+
+
+cli.add_command(namesrv_command)
+
+
+def main() -> None:
+    cli()

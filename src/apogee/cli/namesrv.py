@@ -1,0 +1,61 @@
+"""``apogee namesrv``: run a NameServer."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from apogee.cli.serve import parse_listen, serve, setup_logging
+from apogee.cli.status import ExitStatus
+from apogee.common.config import apply, load_file
+from apogee.errors import ConfigError
+from apogee.namesrv.config import NamesrvConfig
+from apogee.namesrv.server import NameServer
+from apogee.remoting.config import RemotingConfig
+
+
+@click.command("namesrv")
+@click.option("--listen", "-l", default=None, metavar="HOST:PORT", help="Address to serve on (default 0.0.0.0:9876).")
+@click.option("--config", "-c", "config_file", type=click.Path(dir_okay=False), help="namesrv.conf with RocketMQ property names.")
+@click.option("--home", type=click.Path(file_okay=False), help="Directory of kvConfig.json (default ~/.apogee/namesrv).")
+@click.option("--expire-ms", type=int, help="Drop brokers silent for this long (default 120000).")
+@click.option("--scan-interval-ms", type=int, help="How often to look for silent brokers (default 10000).")
+@click.option("--log-level", default="INFO", show_default=True)
+def namesrv_command(
+    listen: str | None,
+    config_file: str | None,
+    home: str | None,
+    expire_ms: int | None,
+    scan_interval_ms: int | None,
+    log_level: str,
+) -> None:
+    """Run a NameServer: the route registry brokers register with and clients ask."""
+    setup_logging(log_level)
+    config = NamesrvConfig()
+    remoting = RemotingConfig()
+    try:
+        if config_file:
+            values = load_file(config_file)
+            unknown = set(apply(config, values, strict=False))
+            unknown &= set(apply(remoting, {k: values[k] for k in unknown}, strict=False))
+            if unknown:
+                raise ConfigError(f"unknown keys in {config_file}: {', '.join(sorted(unknown))}")
+        if listen:
+            config.listen_host, config.listen_port = parse_listen(listen, 9876)
+    except (ConfigError, ValueError) as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(ExitStatus.CONFIG)
+    if home:
+        config.rocketmq_home = home
+    if expire_ms is not None:
+        config.broker_channel_expired_time_ms = expire_ms
+    if scan_interval_ms is not None:
+        config.scan_not_active_broker_interval_ms = scan_interval_ms
+    server = NameServer(config, remoting)
+
+    async def start() -> str:
+        host, port = await server.start()
+        return f"apogee namesrv ready on {host}:{port}"
+
+    sys.exit(serve(start, server.stop))

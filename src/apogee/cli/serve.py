@@ -1,0 +1,69 @@
+"""Running a long-lived server from the command line: loop, signals, ready line, errors.
+
+Every server prints exactly one line on stdout when it is ready to serve
+(``apogee <role> ready on HOST:PORT``), which humans read and test harnesses wait for,
+logs through the standard logging module on stderr, and stops cleanly on SIGINT/SIGTERM.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+from collections.abc import Awaitable, Callable
+
+from apogee.cli.status import ExitStatus
+from apogee.errors import ApogeeError
+from apogee.remoting.loop import run
+
+log = logging.getLogger("apogee.cli")
+
+
+def setup_logging(level: str) -> None:
+    logging.basicConfig(
+        level=getattr(logging, level.upper(), logging.INFO),
+        format="%(asctime)s %(levelname)-5s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+
+
+def serve(
+    start: Callable[[], Awaitable[str]],
+    stop: Callable[[], Awaitable[None]],
+) -> ExitStatus:
+    """Run ``start`` (returns the ready line), wait for a signal, then run ``stop``."""
+
+    async def main() -> ExitStatus:
+        loop = asyncio.get_running_loop()
+        stopping = asyncio.Event()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stopping.set)
+        try:
+            ready = await start()
+        except OSError as exc:
+            print(f"error: cannot start: {exc.strerror or exc}", file=sys.stderr)
+            await stop()
+            return ExitStatus.UNAVAILABLE
+        except ApogeeError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            await stop()
+            return ExitStatus.CONFIG
+        print(ready, flush=True)
+        await stopping.wait()
+        log.info("shutting down")
+        await stop()
+        log.info("stopped")
+        return ExitStatus.SUCCESS
+
+    return run(main())
+
+
+def parse_listen(value: str, default_port: int) -> tuple[str, int]:
+    """``HOST:PORT``, ``HOST`` or ``:PORT`` -> (host, port)."""
+    host, sep, port = value.rpartition(":")
+    if not sep:
+        return value or "0.0.0.0", default_port
+    if not port.isdigit() or int(port) > 65535:
+        raise ValueError(f"bad port in {value!r}")
+    return host.strip("[]") or "0.0.0.0", int(port)

@@ -1,0 +1,116 @@
+"""One loader for every role's configuration, keyed by RocketMQ's own property names.
+
+Each role keeps a ``@dataclass`` of snake_case fields with units in their names
+(``file_reserved_time_h``).  The RocketMQ name of a field is derived by camel-casing it
+(``flush_disk_type`` -> ``flushDiskType``) unless the field says otherwise with
+``metadata={"key": "fileReservedTime"}``.  Operators bring their broker.conf unchanged;
+keys that no field claims are reported, never silently ignored.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any, TypeVar, get_type_hints
+
+from apogee.errors import ConfigError
+
+T = TypeVar("T")
+
+
+def rmq_key(name: str) -> dict[str, str]:
+    """Field metadata naming the RocketMQ property when camel-casing would not give it."""
+    return {"key": name}
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(p[:1].upper() + p[1:] for p in rest)
+
+
+def key_map(cls: type) -> dict[str, dataclasses.Field[Any]]:
+    """RocketMQ property name -> dataclass field, for ``cls``."""
+    return {f.metadata.get("key", _camel(f.name)): f for f in dataclasses.fields(cls)}
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Parse Java ``.properties`` text (the subset broker.conf files use)."""
+    result: dict[str, str] = {}
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line[0] in "#!":
+            continue
+        match = re.match(r"([^=:\s]+)\s*[=:\s]\s*(.*)$", line)
+        if match is None:
+            result[line] = ""
+            continue
+        result[match.group(1)] = match.group(2).strip()
+    return result
+
+
+def _convert(value: Any, typ: Any, key: str) -> Any:
+    if isinstance(typ, type) and issubclass(typ, enum.Enum):
+        if isinstance(value, typ):
+            return value
+        try:
+            return typ[str(value).strip().upper()]
+        except KeyError:
+            names = ", ".join(m.name for m in typ)
+            raise ConfigError(f"{key}={value!r}: expected one of {names}") from None
+    if typ is bool:
+        if isinstance(value, bool):
+            return value
+        text = str(value).strip().lower()
+        if text in ("true", "1", "yes", "on"):
+            return True
+        if text in ("false", "0", "no", "off"):
+            return False
+        raise ConfigError(f"{key}={value!r}: expected true or false")
+    if typ is int:
+        try:
+            return int(str(value).strip())
+        except ValueError:
+            raise ConfigError(f"{key}={value!r}: expected an integer") from None
+    if typ is float:
+        try:
+            return float(str(value).strip())
+        except ValueError:
+            raise ConfigError(f"{key}={value!r}: expected a number") from None
+    return str(value).strip() if not isinstance(value, str) else value.strip()
+
+
+def apply(config: T, values: Mapping[str, Any], *, strict: bool = True) -> list[str]:
+    """Set fields of ``config`` from RocketMQ-named ``values``; return the unknown keys.
+
+    With ``strict`` an unknown key raises ``ConfigError`` naming it.  Invalid values always
+    raise ``ConfigError`` with the key and the expected type.
+    """
+    fields = key_map(type(config))
+    hints = get_type_hints(type(config))
+    unknown = [k for k in values if k not in fields]
+    if unknown and strict:
+        raise ConfigError("unknown configuration keys: " + ", ".join(sorted(unknown)))
+    for key, value in values.items():
+        field = fields.get(key)
+        if field is None:
+            continue
+        typ = hints[field.name]
+        setattr(config, field.name, _convert(value, typ, key))
+    return unknown
+
+
+def load_file(path: str | Path) -> dict[str, str]:
+    try:
+        return parse_properties(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+
+
+def describe(config: object) -> Iterable[tuple[str, Any]]:
+    """(RocketMQ name, value) pairs of ``config``, for printing the effective config."""
+    for key, field in key_map(type(config)).items():
+        value = getattr(config, field.name)
+        yield key, value.name if isinstance(value, enum.Enum) else value

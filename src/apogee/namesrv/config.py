@@ -1,0 +1,33 @@
+"""NameServer settings, with RocketMQ's NamesrvConfig names."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from apogee.common.config import rmq_key
+
+
+def _default_home() -> str:
+    return str(Path.home() / ".apogee" / "namesrv")
+
+
+@dataclass
+class NamesrvConfig:
+    listen_host: str = field(default="0.0.0.0", metadata=rmq_key("listenHost"))
+    listen_port: int = field(default=9876, metadata=rmq_key("listenPort"))
+    # Where kvConfig.json lives.
+    rocketmq_home: str = field(default_factory=_default_home, metadata=rmq_key("rocketmqHome"))
+    # How often brokers are checked for silence, and how long silence may last (Java: 10 s, 120 s).
+    scan_not_active_broker_interval_ms: int = field(
+        default=10_000, metadata=rmq_key("scanNotActiveBrokerInterval")
+    )
+    broker_channel_expired_time_ms: int = field(
+        default=120_000, metadata=rmq_key("brokerChannelExpiredTime")
+    )
+    # Put orderTopicConf (from the ORDER_TOPIC_CONFIG KV namespace) into routes.
+    order_message_enable: bool = False
+
+    @property
+    def kv_config_path(self) -> Path:
+        return Path(self.rocketmq_home) / "kvConfig.json"

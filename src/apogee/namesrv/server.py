@@ -1,0 +1,70 @@
+"""NameServer lifecycle: bind, serve, scan for silent brokers, stop.
+
+NameServers never talk to each other; brokers register with each of them, so several can
+run side by side and any one of them answers clients.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from apogee.namesrv.config import NamesrvConfig
+from apogee.namesrv.kv_config import KVConfig
+from apogee.namesrv.processor import NamesrvProcessor
+from apogee.namesrv.routes import RouteTable
+from apogee.remoting.config import RemotingConfig
+from apogee.remoting.connection import Connection
+from apogee.remoting.server import RemotingServer, RequestDispatcher
+
+log = logging.getLogger("apogee.namesrv")
+
+
+class NameServer:
+    def __init__(
+        self,
+        config: NamesrvConfig | None = None,
+        remoting: RemotingConfig | None = None,
+        *,
+        persist_kv: bool = True,
+    ) -> None:
+        self.config = config or NamesrvConfig()
+        self.routes = RouteTable()
+        self.kv = KVConfig(self.config.kv_config_path if persist_kv else None)
+        self.processor = NamesrvProcessor(self.config, self.routes, self.kv)
+        dispatcher = RequestDispatcher()
+        self.processor.register_with(dispatcher)
+        self.server = RemotingServer(dispatcher, remoting, on_connection_closed=self._connection_closed)
+        self.address: tuple[str, int] | None = None
+        self._scan_task: asyncio.Task[None] | None = None
+
+    def _connection_closed(self, conn: Connection) -> None:
+        # A broker's connection closing means the broker is gone (RocketMQ's
+        # BrokerHousekeepingService); its next registration brings it back.
+        for addr in self.routes.remove_brokers_of_connection(conn):
+            log.info("broker %s removed: its connection closed", addr)
+
+    async def start(self) -> tuple[str, int]:
+        self.kv.load()
+        self.address = await self.server.start(self.config.listen_host, self.config.listen_port)
+        self._scan_task = asyncio.create_task(self._scan_loop())
+        return self.address
+
+    async def _scan_loop(self) -> None:
+        interval = self.config.scan_not_active_broker_interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval)
+            now_ms = int(time.time() * 1000)
+            for addr in self.routes.scan_expired(now_ms, self.config.broker_channel_expired_time_ms):
+                log.warning(
+                    "broker %s expired: no registration for %d ms",
+                    addr,
+                    self.config.broker_channel_expired_time_ms,
+                )
+
+    async def stop(self) -> None:
+        if self._scan_task is not None:
+            self._scan_task.cancel()
+            await asyncio.gather(self._scan_task, return_exceptions=True)
+        await self.server.close()

@@ -1,0 +1,172 @@
+"""Sans-I/O framing of RemotingCommands: bytes in, commands out; commands in, buffers out.
+
+Frame layout (big-endian)::
+
+    length int32 | serializeType<<24 | headerLength (int32) | header | body
+
+``length`` counts everything after itself.  The body is whatever follows the header; there
+is no separate body length.  Nothing here touches a socket or an event loop, so the same
+code serves the asyncio transport, tests and benchmarks.
+
+Every input is untrusted.  The decoder checks the length word against ``max_frame_size``
+before buffering a byte of the frame, and raises ``RemoteProtocolError`` (and nothing else)
+for anything malformed; the caller closes that one connection.  After an error the decoder
+refuses further input, since the stream position is lost.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+
+from apogee.errors import RemoteProtocolError
+from apogee.remoting import header_binary, header_json
+from apogee.remoting.codes import SerializeType
+from apogee.remoting.command import Buffer, RemotingCommand
+
+DEFAULT_MAX_FRAME_SIZE = 16 * 1024 * 1024
+_PREFIX = struct.Struct(">ii")  # length, serializeType<<24 | headerLength
+_LEN = struct.Struct(">i")
+_HEADER_LEN_MASK = 0xFFFFFF
+
+
+def _body_parts(body: object) -> tuple[list[Buffer], int]:
+    if body is None:
+        return [], 0
+    if isinstance(body, (bytes, bytearray, memoryview)):
+        return [body], memoryview(body).nbytes if isinstance(body, memoryview) else len(body)
+    parts = list(body)  # type: ignore[call-overload]
+    size = 0
+    for part in parts:
+        size += part.nbytes if isinstance(part, memoryview) else len(part)
+    return parts, size
+
+
+def encode(cmd: RemotingCommand) -> list[Buffer]:
+    """The buffers that make up ``cmd`` on the wire, for ``transport.writelines``.
+
+    The first buffer holds the length prefix and the header; body buffers follow unjoined.
+    """
+    if cmd.serialize_type == SerializeType.ROCKETMQ:
+        header = header_binary.encode_header(
+            cmd.code, cmd.language, cmd.version, cmd.opaque, cmd.flag, cmd.remark, cmd.ext_fields
+        )
+    else:
+        header = header_json.encode_header(
+            cmd.code, cmd.language, cmd.version, cmd.opaque, cmd.flag, cmd.remark, cmd.ext_fields
+        )
+    parts, body_len = _body_parts(cmd.body)
+    prefix = _PREFIX.pack(4 + len(header) + body_len, (cmd.serialize_type << 24) | len(header))
+    return [prefix + header, *parts]
+
+
+def encode_bytes(cmd: RemotingCommand) -> bytes:
+    """One ``bytes`` object for ``cmd`` (tests, small frames)."""
+    return b"".join(encode(cmd))
+
+
+def decode_frame(frame: bytes | memoryview) -> RemotingCommand:
+    """Decode one frame *without* its length prefix (header-length word onwards)."""
+    if len(frame) < 4:
+        raise RemoteProtocolError("frame is shorter than its header-length word")
+    (word,) = _LEN.unpack_from(frame, 0)
+    serialize_type = (word >> 24) & 0xFF
+    header_len = word & _HEADER_LEN_MASK
+    if header_len > len(frame) - 4:
+        raise RemoteProtocolError(
+            f"header length {header_len} exceeds the frame's {len(frame) - 4} bytes"
+        )
+    header = frame[4 : 4 + header_len]
+    if serialize_type == SerializeType.JSON:
+        fields = header_json.decode_header(header)
+    elif serialize_type == SerializeType.ROCKETMQ:
+        fields = header_binary.decode_header(header)
+    else:
+        raise RemoteProtocolError(f"unknown serialize type {serialize_type}")
+    code, language, version, opaque, flag, remark, ext = fields
+    body = bytes(frame[4 + header_len :]) if len(frame) > 4 + header_len else None
+    return RemotingCommand(
+        code,
+        language=language,
+        version=version,
+        opaque=opaque,
+        flag=flag,
+        remark=remark,
+        ext_fields=ext,
+        body=body,
+        serialize_type=serialize_type,
+    )
+
+
+class FrameDecoder:
+    """Incremental decoder: ``feed`` whatever arrived, get back the complete commands.
+
+    Memory is bounded by ``max_frame_size`` plus one read: a length word above the limit is
+    rejected as soon as its four bytes arrive, before the frame is buffered.
+    """
+
+    __slots__ = ("max_frame_size", "_buf", "_failed")
+
+    def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
+        self.max_frame_size = max_frame_size
+        self._buf = bytearray()
+        self._failed = False
+
+    @property
+    def buffered(self) -> int:
+        """Bytes received but not yet part of a complete frame."""
+        return len(self._buf)
+
+    def feed(self, data: bytes | bytearray | memoryview) -> list[RemotingCommand]:
+        if self._failed:
+            raise RemoteProtocolError("decoder already failed; the connection must be closed")
+        try:
+            return self._feed(data)
+        except RemoteProtocolError:
+            self._failed = True
+            self._buf.clear()
+            raise
+
+    def _check_length(self, length: int) -> None:
+        if length < 4:
+            raise RemoteProtocolError(f"frame length {length} is below the minimum of 4")
+        if length > self.max_frame_size:
+            raise RemoteProtocolError(
+                f"frame length {length} exceeds the maximum frame size {self.max_frame_size}"
+            )
+
+    def _feed(self, data: bytes | bytearray | memoryview) -> list[RemotingCommand]:
+        buf = self._buf
+        if buf:
+            buf += data
+            # Only materialise an immutable copy once a whole frame is there; a large frame
+            # arriving in many small reads is otherwise copied once per read.
+            (length,) = _LEN.unpack_from(buf, 0) if len(buf) >= 4 else (None,)
+            if length is None:
+                return []
+            self._check_length(length)
+            if len(buf) < 4 + length:
+                return []
+            source: bytes = bytes(buf)
+            buf.clear()
+        else:
+            source = bytes(data) if not isinstance(data, bytes) else data
+        commands: list[RemotingCommand] = []
+        view = memoryview(source)
+        pos = 0
+        end = len(source)
+        while end - pos >= 4:
+            (length,) = _LEN.unpack_from(source, pos)
+            self._check_length(length)
+            if end - pos - 4 < length:
+                break
+            commands.append(decode_frame(view[pos + 4 : pos + 4 + length]))
+            pos += 4 + length
+        if pos < end:
+            buf += source[pos:]
+        return commands
+
+
+def encode_many(cmds: Sequence[RemotingCommand]) -> bytes:
+    """Several commands back to back (tests and benchmarks)."""
+    return b"".join(b"".join(encode(c)) for c in cmds)

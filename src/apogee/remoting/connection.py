@@ -1,0 +1,263 @@
+"""One TCP connection speaking RemotingCommands, for both ends of the wire.
+
+Either side may send requests: clients call brokers, and brokers call clients back
+(NOTIFY_CONSUMER_IDS_CHANGED, CHECK_TRANSACTION_STATE, ...).  So a ``Connection`` both
+correlates responses to the requests it sent (by ``opaque``) and hands incoming requests to
+a ``Dispatcher``.  It owns a sans-I/O ``FrameDecoder``; this module only moves bytes.
+
+Failure rules: a frame that cannot be decoded closes this connection only; when the
+connection closes, every request still waiting on it fails at once with
+``ConnectionClosedError``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import time
+from collections.abc import Awaitable, Callable
+from typing import Protocol
+
+from apogee.errors import ConnectionClosedError, RemoteProtocolError, RequestTimeoutError
+from apogee.remoting.codec import FrameDecoder, encode
+from apogee.remoting.command import RemotingCommand
+from apogee.remoting.config import RemotingConfig
+
+log = logging.getLogger("apogee.remoting.connection")
+
+ResponseCallback = Callable[["RemotingCommand | None", "BaseException | None"], None]
+_OPAQUE_MASK = 0x7FFFFFFF
+
+
+class Dispatcher(Protocol):
+    """Whatever answers requests that arrive on a connection."""
+
+    def dispatch(self, conn: Connection, request: RemotingCommand) -> None: ...
+
+
+class _Pending:
+    __slots__ = ("future", "callback", "timer")
+
+    def __init__(
+        self,
+        future: asyncio.Future[RemotingCommand] | None,
+        callback: ResponseCallback | None,
+        timer: asyncio.TimerHandle,
+    ) -> None:
+        self.future = future
+        self.callback = callback
+        self.timer = timer
+
+    def finish(self, response: RemotingCommand | None, error: BaseException | None) -> None:
+        self.timer.cancel()
+        if self.future is not None:
+            if not self.future.done():
+                if error is not None:
+                    self.future.set_exception(error)
+                else:
+                    self.future.set_result(response)  # type: ignore[arg-type]
+        elif self.callback is not None:
+            try:
+                self.callback(response, error)
+            except Exception:
+                log.exception("response callback raised")
+
+
+class Connection(asyncio.Protocol):
+    """A RemotingCommand connection; create it through a server or ``open_connection``."""
+
+    def __init__(
+        self,
+        dispatcher: Dispatcher | None,
+        config: RemotingConfig,
+        on_closed: Callable[[Connection], None] | None = None,
+    ) -> None:
+        self._dispatcher = dispatcher
+        self._config = config
+        self._on_closed = on_closed
+        self._decoder = FrameDecoder(config.max_frame_size)
+        self._transport: asyncio.Transport | None = None
+        self._pending: dict[int, _Pending] = {}
+        self._next_opaque = 0
+        self._closed = False
+        self._close_reason = "not connected"
+        self._write_paused = False
+        self._drain_waiters: list[asyncio.Future[None]] = []
+        self.closed_future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.peer: tuple[str, int] = ("", 0)
+        self.local: tuple[str, int] = ("", 0)
+        self.last_activity = time.monotonic()
+        # Free slot for the owner (the broker keeps the client's id and language here).
+        self.attributes: dict[str, object] = {}
+
+    # --- asyncio.Protocol ---------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport  # type: ignore[assignment]  # uvloop's is not a subclass
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+            except OSError:
+                pass
+        peer = transport.get_extra_info("peername")
+        local = transport.get_extra_info("sockname")
+        if isinstance(peer, tuple):
+            self.peer = (str(peer[0]), int(peer[1]))
+        if isinstance(local, tuple):
+            self.local = (str(local[0]), int(local[1]))
+        self._close_reason = ""
+
+    def data_received(self, data: bytes) -> None:
+        self.last_activity = time.monotonic()
+        try:
+            commands = self._decoder.feed(data)
+        except RemoteProtocolError as exc:
+            log.warning("closing connection from %s:%d: %s", *self.peer, exc)
+            self.close(f"protocol error: {exc}")
+            return
+        for cmd in commands:
+            if cmd.is_response:
+                pending = self._pending.pop(cmd.opaque, None)
+                if pending is None:
+                    log.debug("response for unknown opaque %d from %s:%d", cmd.opaque, *self.peer)
+                else:
+                    pending.finish(cmd, None)
+            elif self._dispatcher is not None:
+                self._dispatcher.dispatch(self, cmd)
+            else:
+                log.debug("ignoring request code %d: no dispatcher", cmd.code)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closed = True
+        if not self._close_reason:
+            self._close_reason = f"connection lost: {exc}" if exc else "closed by peer"
+        pending, self._pending = self._pending, {}
+        peer = f"{self.peer[0]}:{self.peer[1]}"
+        for p in pending.values():
+            p.finish(None, ConnectionClosedError(f"connection to {peer} closed: {self._close_reason}"))
+        for waiter in self._drain_waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+        self._drain_waiters.clear()
+        if not self.closed_future.done():
+            self.closed_future.set_result(None)
+        if self._on_closed is not None:
+            self._on_closed(self)
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        for waiter in self._drain_waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+        self._drain_waiters.clear()
+
+    # --- sending ------------------------------------------------------------------------------
+
+    @property
+    def is_open(self) -> bool:
+        return self._transport is not None and not self._closed
+
+    @property
+    def close_reason(self) -> str:
+        return self._close_reason
+
+    @property
+    def pending_count(self) -> int:
+        return len(self._pending)
+
+    def send(self, cmd: RemotingCommand) -> None:
+        """Write one command (a response, or a request whose answer nobody awaits)."""
+        if self._transport is None or self._closed:
+            raise ConnectionClosedError(
+                f"connection to {self.peer[0]}:{self.peer[1]} is closed: {self._close_reason}"
+            )
+        self.last_activity = time.monotonic()
+        self._transport.writelines(encode(cmd))
+
+    async def drain(self) -> None:
+        """Wait until the transport's write buffer is below its high-water mark."""
+        if not self._write_paused or self._closed:
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._drain_waiters.append(waiter)
+        await waiter
+
+    def _register(
+        self,
+        cmd: RemotingCommand,
+        timeout_ms: int,
+        future: asyncio.Future[RemotingCommand] | None,
+        callback: ResponseCallback | None,
+    ) -> None:
+        if self._closed or self._transport is None:
+            raise ConnectionClosedError(
+                f"connection to {self.peer[0]}:{self.peer[1]} is closed: {self._close_reason}"
+            )
+        if len(self._pending) >= self._config.max_pending_requests:
+            raise ConnectionClosedError(
+                f"too many requests in flight to {self.peer[0]}:{self.peer[1]} "
+                f"({len(self._pending)})"
+            )
+        opaque = self._next_opaque
+        self._next_opaque = (opaque + 1) & _OPAQUE_MASK
+        cmd.opaque = opaque
+        loop = asyncio.get_running_loop()
+        timer = loop.call_later(timeout_ms / 1000, self._expire, opaque, cmd.code, timeout_ms)
+        self._pending[opaque] = _Pending(future, callback, timer)
+        self.send(cmd)
+
+    def _expire(self, opaque: int, code: int, timeout_ms: int) -> None:
+        pending = self._pending.pop(opaque, None)
+        if pending is not None:
+            pending.finish(
+                None,
+                RequestTimeoutError(
+                    f"no response to request code {code} from {self.peer[0]}:{self.peer[1]} "
+                    f"within {timeout_ms} ms"
+                ),
+            )
+
+    def invoke(self, cmd: RemotingCommand, timeout_ms: int) -> Awaitable[RemotingCommand]:
+        """Send a request; the returned awaitable gives its response or raises.
+
+        Raises ``RequestTimeoutError`` after ``timeout_ms``, ``ConnectionClosedError`` as
+        soon as the connection closes.
+        """
+        future: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
+        self._register(cmd, timeout_ms, future, None)
+        return future
+
+    def invoke_callback(
+        self, cmd: RemotingCommand, timeout_ms: int, callback: ResponseCallback
+    ) -> None:
+        """Send a request; ``callback(response, error)`` runs on the loop when it completes."""
+        self._register(cmd, timeout_ms, None, callback)
+
+    def invoke_oneway(self, cmd: RemotingCommand) -> None:
+        """Send a request with the oneway bit; no response will come."""
+        cmd.flag |= 0x2
+        cmd.opaque = self._next_opaque
+        self._next_opaque = (self._next_opaque + 1) & _OPAQUE_MASK
+        self.send(cmd)
+
+    def close(self, reason: str = "closed locally") -> None:
+        if self._transport is not None and not self._closed:
+            self._close_reason = reason
+            self._transport.close()
+        self._closed = True
+
+    def abort(self, reason: str) -> None:
+        if self._transport is not None and not self._closed:
+            self._close_reason = reason
+            self._transport.abort()
+        self._closed = True
+
+    @property
+    def is_write_paused(self) -> bool:
+        return self._write_paused

@@ -1,0 +1,81 @@
+"""Headers of the NameServer requests (RocketMQ ``header/namesrv/*``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from apogee.remoting.headers.base import Header
+
+
+@dataclass
+class GetRouteInfoRequestHeader(Header):
+    topic: str
+    accept_standard_json_only: bool | None = None
+
+
+@dataclass
+class RegisterBrokerRequestHeader(Header):
+    broker_name: str
+    broker_addr: str
+    cluster_name: str
+    ha_server_addr: str
+    broker_id: int
+    compressed: bool = False
+    body_crc32: int = 0
+
+
+@dataclass
+class RegisterBrokerResponseHeader(Header):
+    ha_server_addr: str | None = None
+    master_addr: str | None = None
+
+
+@dataclass
+class UnRegisterBrokerRequestHeader(Header):
+    broker_name: str
+    broker_addr: str
+    cluster_name: str
+    broker_id: int
+
+
+@dataclass
+class KVConfigRequestHeader(Header):
+    """PUT/GET/DELETE_KV_CONFIG: value is only sent with PUT."""
+
+    namespace: str
+    key: str
+    value: str | None = None
+
+
+@dataclass
+class GetKVConfigResponseHeader(Header):
+    value: str | None = None
+
+
+@dataclass
+class GetKVListByNamespaceRequestHeader(Header):
+    namespace: str
+
+
+@dataclass
+class DeleteTopicFromNamesrvRequestHeader(Header):
+    topic: str
+    cluster_name: str | None = None
+
+
+@dataclass
+class GetTopicsByClusterRequestHeader(Header):
+    cluster: str
+
+
+@dataclass
+class QueryDataVersionRequestHeader(Header):
+    broker_name: str
+    broker_addr: str
+    cluster_name: str
+    broker_id: int
+
+
+@dataclass
+class QueryDataVersionResponseHeader(Header):
+    changed: bool
