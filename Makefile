@@ -6,7 +6,10 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt | cksum | cut -d' ' -f1)
 
-.PHONY: demo test install bench clean
+INTEROP_VENV  := .venv-interop
+INTEROP_STAMP := $(INTEROP_VENV)/.installed-rocketmq-0.4.4
+
+.PHONY: demo test install interop bench clean
 
 $(STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is required"'
@@ -16,9 +19,18 @@ $(STAMP): pyproject.toml constraints.txt
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 
+# The Apache RocketMQ C++ client (librocketmq 1.2.3 inside the rocketmq==0.4.4 wheel), in a
+# venv of its own: its import name `rocketmq` clashes with other packages.
+$(INTEROP_STAMP):
+	test -x $(INTEROP_VENV)/bin/python || $(PYTHON) -m venv $(INTEROP_VENV)
+	$(INTEROP_VENV)/bin/python -m pip install --quiet rocketmq==0.4.4
+	touch $(INTEROP_STAMP)
+
 install: $(STAMP)
 
-test: $(STAMP)
+interop: $(INTEROP_STAMP)
+
+test: $(STAMP) $(INTEROP_STAMP)
 	$(PY) -m pytest
 
 demo: $(STAMP)
@@ -28,4 +40,4 @@ bench: $(STAMP)
 	@for b in benchmarks/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis build src/*.egg-info
+	rm -rf $(VENV) $(INTEROP_VENV) .pytest_cache .hypothesis build src/*.egg-info

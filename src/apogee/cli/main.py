@@ -5,6 +5,8 @@ from __future__ import annotations
 import click
 
 from apogee import __version__
+from apogee.cli.broker import broker_command, dev_command
+from apogee.cli.demo import demo_command
 from apogee.cli.namesrv import namesrv_command
 
 
@@ -15,6 +17,9 @@ def cli() -> None:
 
 
 cli.add_command(namesrv_command)
+cli.add_command(broker_command)
+cli.add_command(dev_command)
+cli.add_command(demo_command)
 
 
 def main() -> None:

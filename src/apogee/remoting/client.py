@@ -81,7 +81,7 @@ class RemotingClient:
 
         try:
             _, conn = await asyncio.wait_for(loop.create_connection(factory, host, port), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise ConnectionClosedError(
                 f"connect to {addr} timed out after {self.config.connect_timeout_ms} ms"
             ) from None
@@ -160,6 +160,6 @@ class RemotingClient:
         for conn in conns:
             try:
                 await asyncio.wait_for(asyncio.shield(conn.closed_future), 1.0)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 conn.abort("client closed")
         await self.dispatcher.cancel_all()

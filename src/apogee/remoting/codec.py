@@ -83,19 +83,15 @@ def decode_frame(frame: bytes | memoryview) -> RemotingCommand:
         fields = header_binary.decode_header(header)
     else:
         raise RemoteProtocolError(f"unknown serialize type {serialize_type}")
-    code, language, version, opaque, flag, remark, ext = fields
-    body = bytes(frame[4 + header_len :]) if len(frame) > 4 + header_len else None
-    return RemotingCommand(
-        code,
-        language=language,
-        version=version,
-        opaque=opaque,
-        flag=flag,
-        remark=remark,
-        ext_fields=ext,
-        body=body,
-        serialize_type=serialize_type,
-    )
+    cmd = _new_command(RemotingCommand)
+    (cmd.code, cmd.language, cmd.version, cmd.opaque, cmd.flag, cmd.remark, cmd.ext_fields) = fields
+    cmd.body = bytes(frame[4 + header_len :]) if len(frame) > 4 + header_len else None
+    cmd.serialize_type = serialize_type
+    return cmd
+
+
+# Decoded fields are already validated: build commands without __init__'s keyword handling.
+_new_command = object.__new__
 
 
 class FrameDecoder:

@@ -97,25 +97,44 @@ def decode_header(
         obj = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
         raise RemoteProtocolError(f"JSON header is not valid JSON: {exc}") from None
-    if not isinstance(obj, dict):
+    if type(obj) is not dict:
         raise RemoteProtocolError("JSON header is not an object")
-    code = _int_field(obj, "code")
-    version = _int_field(obj, "version", 0)
-    opaque = _int_field(obj, "opaque", 0)
-    flag = _int_field(obj, "flag", 0)
-    lang = obj.get("language", "OTHER")
-    if isinstance(lang, str):
-        language = _LANGUAGE_BY_NAME.get(lang, LanguageCode.OTHER)
-    elif type(lang) is int:
-        language = lang
-    else:
-        raise RemoteProtocolError("header field 'language' is not a name")
-    remark = obj.get("remark")
-    if remark is not None and not isinstance(remark, str):
+    get = obj.get
+    code = get("code")
+    version = get("version", 0)
+    opaque = get("opaque", 0)
+    flag = get("flag", 0)
+    # Fast path: well-formed ints in range (every real client); anything else is checked
+    # field by field with a precise error.
+    if not (
+        type(code) is int
+        and type(version) is int
+        and type(opaque) is int
+        and type(flag) is int
+        and _INT32_MIN <= code <= _INT32_MAX
+        and _INT32_MIN <= version <= _INT32_MAX
+        and _INT32_MIN <= opaque <= _INT32_MAX
+        and _INT32_MIN <= flag <= _INT32_MAX
+    ):
+        code = _int_field(obj, "code")
+        version = _int_field(obj, "version", 0)
+        opaque = _int_field(obj, "opaque", 0)
+        flag = _int_field(obj, "flag", 0)
+    lang = get("language", "OTHER")
+    language = _LANGUAGE_BY_NAME.get(lang) if type(lang) is str else None
+    if language is None:
+        if type(lang) is int:
+            language = lang
+        elif type(lang) is str:
+            language = LanguageCode.OTHER
+        else:
+            raise RemoteProtocolError("header field 'language' is not a name")
+    remark = get("remark")
+    if remark is not None and type(remark) is not str:
         raise RemoteProtocolError("header field 'remark' is not a string")
-    ext = obj.get("extFields")
+    ext = get("extFields")
     if ext is not None:
-        if not isinstance(ext, dict):
+        if type(ext) is not dict:
             raise RemoteProtocolError("header field 'extFields' is not an object")
         for value in ext.values():
             if type(value) is not str:

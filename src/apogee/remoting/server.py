@@ -28,7 +28,7 @@ from apogee.remoting.connection import Connection
 
 log = logging.getLogger("apogee.remoting.server")
 
-ProcessorResult = Union[RemotingCommand, None, Awaitable[Union[RemotingCommand, None]]]
+ProcessorResult = Union[RemotingCommand, None, Awaitable[RemotingCommand | None]]
 Processor = Callable[[Connection, RemotingCommand], ProcessorResult]
 
 

@@ -1,0 +1,188 @@
+"""Drive a real broker over the network: send and consume messages/s, latency percentiles.
+
+Starts `apogee namesrv` and `apogee broker` as separate processes on free loopback ports
+(unless --broker is given), then, with 1 KiB bodies:
+
+* sync sends, one at a time (latency p50/p99);
+* pipelined sends with N requests in flight;
+* consuming the whole backlog with pulls of 32 messages;
+* the CPU time used by the broker process beside each figure (2 cores are shared).
+
+Run: .venv/bin/python benchmarks/broker_bench.py [--messages 50000] [--runs 3] [--inflight 64]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from apogee.common.message_codec import properties_to_string  # noqa: E402
+from apogee.remoting.client import RemotingClient  # noqa: E402
+from apogee.remoting.codes import RequestCode, ResponseCode  # noqa: E402
+from apogee.remoting.command import RemotingCommand  # noqa: E402
+from apogee.remoting.headers.pull import PullMessageRequestHeader  # noqa: E402
+from apogee.remoting.headers.send import SendMessageRequestHeaderV2  # noqa: E402
+from apogee.remoting.loop import run  # noqa: E402
+from tests.support.processes import ServerProcess, start_namesrv  # noqa: E402
+
+BODY = b"x" * 1024
+
+
+def cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def send_request(topic: str, queue_id: int, i: int) -> RemotingCommand:
+    header = SendMessageRequestHeaderV2(
+        producer_group="bench", topic=topic, default_topic="TBW102", default_topic_queue_nums=4,
+        queue_id=queue_id, sys_flag=0, born_timestamp=int(time.time() * 1000), flag=0,
+        properties=properties_to_string({"KEYS": f"k{i}", "TAGS": "TagA", "WAIT": "true"}),
+    )
+    return RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, header.encode(), BODY)
+
+
+async def sync_sends(client: RemotingClient, addr: str, topic: str, n: int) -> tuple[float, list[float]]:
+    latencies = []
+    start = time.perf_counter()
+    for i in range(n):
+        t0 = time.perf_counter()
+        resp = await client.invoke(addr, send_request(topic, i % 4, i), 5000)
+        latencies.append(time.perf_counter() - t0)
+        assert resp.code == ResponseCode.SUCCESS, resp
+    return n / (time.perf_counter() - start), latencies
+
+
+async def pipelined_sends(client: RemotingClient, addr: str, topic: str, n: int, inflight: int) -> float:
+    sem = asyncio.Semaphore(inflight)
+    conn = await client.connection(addr)
+    done = asyncio.get_running_loop().create_future()
+    remaining = n
+
+    def finished(resp: RemotingCommand | None, err: BaseException | None) -> None:
+        nonlocal remaining
+        sem.release()
+        if err is not None or resp is None or resp.code != ResponseCode.SUCCESS:
+            if not done.done():
+                done.set_exception(RuntimeError(f"send failed: {err or resp}"))
+            return
+        remaining -= 1
+        if remaining == 0 and not done.done():
+            done.set_result(None)
+
+    start = time.perf_counter()
+    for i in range(n):
+        await sem.acquire()
+        conn.invoke_callback(send_request(topic, i % 4, i), 10_000, finished)
+    await done
+    return n / (time.perf_counter() - start)
+
+
+async def consume_all(client: RemotingClient, addr: str, topic: str, expected: int) -> float:
+    start = time.perf_counter()
+    total = 0
+    for queue_id in range(4):
+        offset = 0
+        while True:
+            header = PullMessageRequestHeader(
+                consumer_group="bench-consumer", topic=topic, queue_id=queue_id, queue_offset=offset,
+                max_msg_nums=32, sys_flag=0, commit_offset=0, suspend_timeout_millis=0, sub_version=0,
+            )
+            resp = await client.invoke(addr, RemotingCommand.request(RequestCode.PULL_MESSAGE, header.encode()), 5000)
+            if resp.code != ResponseCode.SUCCESS:
+                break
+            total += _count_records(resp.body_bytes())
+            offset = int(resp.ext_fields["nextBeginOffset"])
+    assert total == expected, (total, expected)
+    return total / (time.perf_counter() - start)
+
+
+def _count_records(body: bytes) -> int:
+    count = pos = 0
+    while pos < len(body):
+        pos += int.from_bytes(body[pos : pos + 4], "big")
+        count += 1
+    return count
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
+
+
+async def bench(addr: str, broker_pid: int | None, args: argparse.Namespace) -> None:
+    results: dict[str, list[float]] = {"sync": [], "pipelined": [], "consume": []}
+    cpu: dict[str, list[float]] = {k: [] for k in results}
+    p50s, p99s = [], []
+    for run_no in range(args.runs):
+        client = RemotingClient()
+        topic = f"Bench{run_no}_{int(time.time())}"
+        # Create the topic first (auto-creation through TBW102).
+        await client.invoke(addr, send_request(topic, 0, -1), 5000)
+        for name in results:
+            c0 = cpu_seconds(broker_pid) if broker_pid else 0.0
+            w0 = time.perf_counter()
+            if name == "sync":
+                rate, lat = await sync_sends(client, addr, topic, args.sync_messages)
+                p50s.append(pct(lat, 0.5))
+                p99s.append(pct(lat, 0.99))
+            elif name == "pipelined":
+                rate = await pipelined_sends(client, addr, topic, args.messages, args.inflight)
+            else:
+                rate = await consume_all(client, addr, topic, args.sync_messages + args.messages + 1)
+            wall = time.perf_counter() - w0
+            results[name].append(rate)
+            if broker_pid:
+                cpu[name].append((cpu_seconds(broker_pid) - c0) / wall * 100)
+        await client.close()
+    print(f"{'workload (1 KiB bodies)':<36}{'msgs/s (median)':>16}{'broker CPU %':>14}")
+    labels = {
+        "sync": f"sync send, one at a time ({args.sync_messages})",
+        "pipelined": f"pipelined send, {args.inflight} in flight ({args.messages})",
+        "consume": "consume backlog, pull 32",
+    }
+    for name, rates in results.items():
+        c = f"{statistics.median(cpu[name]):.0f}" if cpu[name] else "-"
+        print(f"{labels[name]:<36}{statistics.median(rates):>16,.0f}{c:>14}")
+    print(f"sync send latency: p50 {statistics.median(p50s):.3f} ms, p99 {statistics.median(p99s):.3f} ms")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--broker", help="use a running broker at host:port instead of starting one")
+    parser.add_argument("--messages", type=int, default=50_000)
+    parser.add_argument("--sync-messages", type=int, default=5_000)
+    parser.add_argument("--inflight", type=int, default=64)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--flush", default="ASYNC_FLUSH", choices=["ASYNC_FLUSH", "SYNC_FLUSH"])
+    args = parser.parse_args()
+    if args.broker:
+        run(bench(args.broker, None, args))
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        conf = Path(tmp) / "broker.conf"
+        conf.write_text(f"flushDiskType={args.flush}\nbrokerName=bench\n")
+        namesrv = start_namesrv(Path(tmp) / "ns")
+        broker = ServerProcess(
+            ["broker", "-n", namesrv.addr, "-c", str(conf), "--listen", "127.0.0.1:0",
+             "--store-dir", str(Path(tmp) / "store"), "--broker-ip", "127.0.0.1", "--log-level", "WARNING"]
+        ).start()
+        try:
+            print(f"broker {broker.addr} ({args.flush}), pid {broker.pid}")
+            run(bench(broker.addr, broker.pid, args))
+        finally:
+            broker.close()
+            namesrv.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,231 @@
+"""Message store throughput: appends, dispatch, reads; and resident memory over a long write.
+
+Run:
+    .venv/bin/python benchmarks/store_bench.py                 # the full matrix, 3 runs each
+    .venv/bin/python benchmarks/store_bench.py --runs 5 --count 200000
+    .venv/bin/python benchmarks/store_bench.py --rss --rss-gib 5   # RSS while writing 5 GiB
+
+Each case runs in a fresh store directory (under --dir, default /work/.bench-store) and
+prints the median of the runs.  Cases:
+
+* append: one writer calling ``put_message_nowait`` in a loop (the broker's fast path; the
+  dispatcher runs when the writer yields, here after the timed loop) and ``await put_message``
+  from 1 or 64 concurrent writer tasks, where each task yields to the loop after every put, so
+  dispatch and flushing run interleaved, as in the broker.
+* dispatch: building ConsumeQueue and index entries for the appended messages.
+* read: ``get_message`` over every queue in batches of 32 (zero-copy slices).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import os
+import shutil
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from apogee.common.message_id import UniqIdGenerator
+from apogee.store import FlushDiskType, InnerMessage, MessageStore, StoreConfig
+
+QUEUES = 8
+TOPIC = "BenchTopic"
+
+
+def make_config(root: Path, flush: FlushDiskType, **kw: object) -> StoreConfig:
+    cfg = StoreConfig(store_path_root_dir=str(root), flush_disk_type=flush)
+    for k, v in kw.items():
+        setattr(cfg, k, v)
+    return cfg
+
+
+def make_messages(count: int, size: int) -> list[InnerMessage]:
+    gen = UniqIdGenerator("127.0.0.1")
+    body = os.urandom(size)
+    msgs = []
+    for i in range(count):
+        props = f"TAGS\x01TagA\x02KEYS\x01order-{i}\x02UNIQ_KEY\x01{gen.next_id()}\x02CLUSTER\x01DefaultCluster"
+        msgs.append(InnerMessage(TOPIC, i % QUEUES, body, 0, props, 0, 1_700_000_000_000,
+                                 ("10.0.0.2", 50000), ("10.0.0.1", 10911)))
+    return msgs
+
+
+def fresh(root: Path) -> None:
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+
+
+async def bench_append_nowait(root: Path, msgs: list[InnerMessage]) -> dict[str, float]:
+    fresh(root)
+    async with MessageStore(make_config(root, FlushDiskType.ASYNC_FLUSH)) as store:
+        put = store.put_message_nowait
+        # warm up: the first file is created (and fallocated) inline on the first put
+        put(msgs[0])
+        gc.disable()
+        t0 = time.perf_counter()
+        for m in msgs:
+            put(m)
+        t1 = time.perf_counter()
+        gc.enable()
+        await store.wait_dispatched()
+        t2 = time.perf_counter()
+        n = len(msgs)
+        nbytes = sum(len(m.body) for m in msgs)
+        return {"append/s": n / (t1 - t0), "MB/s": nbytes / (t1 - t0) / 1e6,
+                "dispatch/s": n / (t2 - t1)}
+
+
+async def bench_writers(root: Path, msgs: list[InnerMessage], flush: FlushDiskType,
+                        writers: int) -> dict[str, float]:
+    fresh(root)
+    async with MessageStore(make_config(root, flush)) as store:
+        await store.put_message(msgs[0])
+        chunks = [msgs[i::writers] for i in range(writers)]
+
+        async def writer(chunk: list[InnerMessage]) -> None:
+            put = store.put_message
+            for m in chunk:
+                r = await put(m)
+                if not r.ok:
+                    raise RuntimeError(r)
+                if flush is FlushDiskType.ASYNC_FLUSH:
+                    await asyncio.sleep(0)  # as a broker: one put per network read
+
+        gc.disable()
+        t0 = time.perf_counter()
+        await asyncio.gather(*(writer(c) for c in chunks))
+        t1 = time.perf_counter()
+        gc.enable()
+        await store.wait_dispatched()
+        t2 = time.perf_counter()
+        n = len(msgs)
+        nbytes = sum(len(m.body) for m in msgs)
+        info = store.runtime_info()
+        return {"append/s": n / (t1 - t0), "MB/s": nbytes / (t1 - t0) / 1e6,
+                "end-to-end/s": n / (t2 - t0), "fsyncs": float(info["commitLogFsyncs"])}
+
+
+async def bench_read(root: Path, msgs: list[InnerMessage]) -> dict[str, float]:
+    fresh(root)
+    async with MessageStore(make_config(root, FlushDiskType.ASYNC_FLUSH)) as store:
+        for m in msgs:
+            store.put_message_nowait(m)
+        await store.wait_dispatched()
+        total = 0
+        t0 = time.perf_counter()
+        for qid in range(QUEUES):
+            offset = 0
+            while True:
+                res = store.get_message("g", TOPIC, qid, offset, 32)
+                if not res.buffers:
+                    break
+                total += len(res.buffers)
+                offset = res.next_begin_offset
+                res.release()
+        t1 = time.perf_counter()
+        assert total == len(msgs), (total, len(msgs))
+        return {"read/s": total / (t1 - t0)}
+
+
+def median_of(runs: int, fn: Callable[[], dict[str, float]]) -> dict[str, float]:
+    results = [fn() for _ in range(runs)]
+    return {k: statistics.median(r[k] for r in results) for k in results[0]}
+
+
+def fmt(d: dict[str, float]) -> str:
+    return "  ".join(f"{k}={v:,.0f}" for k, v in d.items())
+
+
+def rss_kib() -> tuple[int, int]:
+    anon = file = 0
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("RssAnon:"):
+                anon = int(line.split()[1])
+            elif line.startswith("RssFile:"):
+                file = int(line.split()[1])
+    return anon, file
+
+
+async def bench_rss(root: Path, gib: float) -> None:
+    fresh(root)
+    msgs = make_messages(4096, 1024)
+    target = int(gib * (1 << 30))
+    async with MessageStore(make_config(root, FlushDiskType.ASYNC_FLUSH)) as store:
+        written = 0
+        i = 0
+        samples: list[tuple[float, int, int]] = []
+        next_sample = 0
+        t0 = time.perf_counter()
+        while written < target:
+            for _ in range(256):
+                r, _ = store.put_message_nowait(msgs[i % len(msgs)])
+                written += r.wrote_bytes
+                i += 1
+            await asyncio.sleep(0)
+            if written >= next_sample:
+                anon, file = rss_kib()
+                samples.append((written / (1 << 30), anon, file))
+                print(f"  {written / (1 << 30):5.2f} GiB  RssAnon {anon / 1024:7.1f} MiB  "
+                      f"RssFile {file / 1024:7.1f} MiB", flush=True)
+                next_sample += 256 << 20
+        await store.wait_dispatched()
+        elapsed = time.perf_counter() - t0
+        anon, file = rss_kib()
+        samples.append((written / (1 << 30), anon, file))
+    base = samples[1][1] if len(samples) > 1 else samples[0][1]
+    peak = max(s[1] for s in samples[1:]) if len(samples) > 1 else base
+    print(f"wrote {written / (1 << 30):.2f} GiB ({i:,} msgs) in {elapsed:.1f} s; RssAnon after "
+          f"the first 256 MiB {base / 1024:.1f} MiB, peak {peak / 1024:.1f} MiB, "
+          f"growth {(peak - base) / 1024:.1f} MiB")
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--count", type=int, default=200_000, help="messages per ASYNC case")
+    ap.add_argument("--sync-count", type=int, default=60_000, help="messages per SYNC case")
+    ap.add_argument("--dir", default="/work/.bench-store")
+    ap.add_argument("--rss", action="store_true", help="only the resident-memory run")
+    ap.add_argument("--rss-gib", type=float, default=5.0)
+    ap.add_argument("--only", default="", help="comma list of cases: nowait,async,sync,read")
+    args = ap.parse_args()
+    try:
+        import uvloop
+        uvloop.install()
+    except ImportError:  # pragma: no cover
+        pass
+    root = Path(args.dir)
+    if args.rss:
+        asyncio.run(bench_rss(root, args.rss_gib))
+        return
+    only = set(filter(None, args.only.split(",")))
+    print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, median of {args.runs} runs")
+    for size in (1024, 100):
+        msgs = make_messages(args.count, size)
+        sync_msgs = msgs[: args.sync_count]
+        if not only or "nowait" in only:
+            r = median_of(args.runs, lambda: asyncio.run(bench_append_nowait(root, msgs)))
+            print(f"{size:>5} B ASYNC_FLUSH  1 writer  put_message_nowait : {fmt(r)}")
+        for writers in (1, 64):
+            if not only or "async" in only:
+                r = median_of(args.runs, lambda: asyncio.run(
+                    bench_writers(root, msgs, FlushDiskType.ASYNC_FLUSH, writers)))
+                print(f"{size:>5} B ASYNC_FLUSH {writers:2d} writers await put_message: {fmt(r)}")
+            if not only or "sync" in only:
+                r = median_of(args.runs, lambda: asyncio.run(
+                    bench_writers(root, sync_msgs, FlushDiskType.SYNC_FLUSH, writers)))
+                print(f"{size:>5} B SYNC_FLUSH  {writers:2d} writers await put_message: {fmt(r)}")
+        if not only or "read" in only:
+            r = median_of(args.runs, lambda: asyncio.run(bench_read(root, msgs)))
+            print(f"{size:>5} B read get_message x32: {fmt(r)}")
+    shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,203 @@
+"""BrokerController: wiring and lifecycle of one broker.
+
+Start order: store (recovery happens here), tables, remoting server, NameServer
+registration, periodic tasks.  Stop order is the reverse, so that clients are told to go
+elsewhere (UNREGISTER_BROKER) before the socket closes, and every table is persisted before
+the store shuts down and removes its abort file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from pathlib import Path
+
+from apogee.broker.clients import ClientManager
+from apogee.broker.config import BrokerConfig
+from apogee.broker.locks import RebalanceLockManager
+from apogee.broker.long_polling import PullRequestHoldService
+from apogee.broker.offsets import ConsumerOffsetManager
+from apogee.broker.processors.admin import AdminProcessor
+from apogee.broker.processors.client_manage import ClientManageProcessor, notify_request
+from apogee.broker.processors.pull import PullProcessor
+from apogee.broker.processors.send import SendProcessor
+from apogee.broker.registration import NamesrvRegistrar
+from apogee.broker.schedule import ScheduleService
+from apogee.broker.subscriptions import SubscriptionGroupManager
+from apogee.broker.topics import TopicConfigManager
+from apogee.common.constants import SCHEDULE_TOPIC, parse_delay_levels
+from apogee.errors import ApogeeError
+from apogee.remoting.bodies.route import DataVersion, TopicConfigData
+from apogee.remoting.client import RemotingClient
+from apogee.remoting.config import RemotingConfig
+from apogee.remoting.connection import Connection
+from apogee.remoting.server import RemotingServer, RequestDispatcher
+from apogee.store.config import StoreConfig
+from apogee.store.message_store import MessageStore
+
+log = logging.getLogger("apogee.broker")
+
+
+class BrokerController:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        store_config: StoreConfig,
+        remoting: RemotingConfig | None = None,
+    ) -> None:
+        self.config = config
+        self.store_config = store_config
+        self.remoting_config = remoting or RemotingConfig()
+        root = Path(store_config.store_path_root_dir)
+        config_dir = root / "config"
+        self.delay_levels_ms = parse_delay_levels(store_config.message_delay_level)
+        self.store = MessageStore(store_config)
+        self.topics = TopicConfigManager(
+            config_dir / "topics.json",
+            cluster_name=config.broker_cluster_name,
+            broker_name=config.broker_name,
+            auto_create_topic_enable=config.auto_create_topic_enable,
+            default_topic_queue_nums=config.default_topic_queue_nums,
+            delay_level_count=len(self.delay_levels_ms),
+            cluster_topic_enable=config.cluster_topic_enable,
+            broker_topic_enable=config.broker_topic_enable,
+        )
+        self.offsets = ConsumerOffsetManager(config_dir / "consumerOffset.json")
+        self.subscriptions = SubscriptionGroupManager(
+            config_dir / "subscriptionGroup.json",
+            auto_create=config.auto_create_subscription_group,
+            max_reconsume_times=config.max_reconsume_times,
+        )
+        self.clients = ClientManager()
+        self.locks = RebalanceLockManager(config.rebalance_lock_max_live_time_ms)
+        self.long_polling = PullRequestHoldService()
+        self.schedule = ScheduleService(self, config_dir / "delayOffset.json")
+        self.dispatcher = RequestDispatcher()
+        self.server = RemotingServer(
+            self.dispatcher, self.remoting_config, on_connection_closed=self._connection_closed
+        )
+        self.outbound = RemotingClient(self.remoting_config)
+        self.registrar: NamesrvRegistrar | None = None
+        self.send_processor = SendProcessor(self)
+        self.pull_processor = PullProcessor(self)
+        for processor in (
+            self.send_processor,
+            self.pull_processor,
+            ClientManageProcessor(self),
+            AdminProcessor(self),
+        ):
+            processor.register_with(self.dispatcher)
+        self.store_ip = config.store_ip()
+        self.listen_port = config.listen_port
+        self._tasks: list[asyncio.Task[None]] = []
+
+    # --- addresses ----------------------------------------------------------------------------
+
+    @property
+    def broker_addr(self) -> str:
+        """The address registered with NameServers and written into STOREHOST."""
+        return f"{self.store_ip}:{self.listen_port}"
+
+    # --- lifecycle ----------------------------------------------------------------------------
+
+    async def start(self) -> tuple[str, int]:
+        host, port = await self.server.start(self.config.listen_host, self.config.listen_port)
+        self.listen_port = port
+        await self.store.start()
+        self.store.add_arrival_listener(self._message_arrived)
+        self.schedule.start()
+        namesrvs = self.config.namesrv_list()
+        self.registrar = NamesrvRegistrar(
+            self.outbound,
+            namesrvs,
+            cluster=self.config.broker_cluster_name,
+            broker_name=self.config.broker_name,
+            broker_id=self.config.broker_id,
+            broker_addr=self.broker_addr,
+            ha_addr=f"{self.store_ip}:{port + 1}",
+            timeout_ms=self.config.register_broker_timeout_ms,
+            period_ms=self.config.register_name_server_period_ms,
+            snapshot=self._topic_snapshot,
+        )
+        if namesrvs:
+            accepted = await self.registrar.register_all()
+            log.info("registered with %d of %d NameServers", accepted, len(namesrvs))
+        self.registrar.start()
+        self._tasks.append(asyncio.create_task(self._persist_loop()))
+        self._tasks.append(asyncio.create_task(self._expire_clients_loop()))
+        return host, port
+
+    def _topic_snapshot(self) -> tuple[DataVersion, dict[str, TopicConfigData]]:
+        return self.topics.data_version, dict(self.topics.table)
+
+    def registrar_trigger(self) -> None:
+        if self.registrar is not None:
+            self.registrar.trigger()
+
+    async def stop(self) -> None:
+        if self.registrar is not None and self.config.namesrv_list():
+            await self.registrar.stop()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self.long_polling.wake_all()
+        await self.schedule.stop()
+        await self.server.close()
+        await self.outbound.close()
+        self.persist_tables()
+        await self.store.shutdown()
+
+    def persist_tables(self) -> None:
+        self.offsets.persist()
+        self.schedule.persist()
+
+    async def _persist_loop(self) -> None:
+        interval = self.config.flush_consumer_offset_interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await asyncio.to_thread(self.persist_tables)
+            except Exception:
+                log.exception("persisting consumer offsets failed")
+
+    async def _expire_clients_loop(self) -> None:
+        timeout = self.config.channel_expired_timeout_ms
+        while True:
+            await asyncio.sleep(min(10.0, timeout / 4000))
+            now = int(time.time() * 1000)
+            for conn in self.clients.expired_connections(now, timeout):
+                if isinstance(conn, Connection):
+                    log.warning("closing silent client connection from %s:%d", *conn.peer)
+                    conn.close(f"no heartbeat for {timeout} ms")
+                self._forget_connection(conn)
+
+    # --- clients ------------------------------------------------------------------------------
+
+    def _connection_closed(self, conn: Connection) -> None:
+        self._forget_connection(conn)
+
+    def _forget_connection(self, conn: object) -> None:
+        for group in self.clients.remove_connection(conn):
+            self.notify_consumer_ids_changed(group)
+
+    def notify_consumer_ids_changed(self, group: str) -> None:
+        """Tell every client of ``group`` to rebalance now (oneway, best effort)."""
+        info = self.clients.consumer_group(group)
+        if info is None:
+            return
+        for channel in list(info.channels.values()):
+            conn = channel.conn
+            if isinstance(conn, Connection) and conn.is_open:
+                try:
+                    conn.send(notify_request(group))
+                except ApogeeError as exc:
+                    log.debug("notify %s failed: %s", channel.client_id, exc)
+
+    def _message_arrived(
+        self, topic: str, queue_id: int, max_offset: int, tags_code: int, properties: object
+    ) -> None:
+        if topic == SCHEDULE_TOPIC:
+            self.schedule.notify_arrival(queue_id)
+        else:
+            self.long_polling.notify(topic, queue_id, max_offset, tags_code)

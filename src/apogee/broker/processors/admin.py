@@ -1,0 +1,234 @@
+"""Queue metadata, message lookup and topic administration (RocketMQ's AdminBrokerProcessor
+and QueryMessageProcessor): GET_MAX/MIN_OFFSET, SEARCH_OFFSET_BY_TIMESTAMP,
+GET_EARLIEST_MSG_STORETIME, VIEW_MESSAGE_BY_ID, QUERY_MESSAGE, topic and group admin."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+import orjson
+
+from apogee.broker.subscriptions import SubscriptionGroupConfig
+from apogee.broker.topics import validate_topic
+from apogee.common.constants import SYSTEM_TOPIC_PREFIX
+from apogee.errors import HeaderError
+from apogee.remoting.bodies.lenient_json import loads
+from apogee.remoting.bodies.route import TopicConfigData
+from apogee.remoting.codes import RequestCode, ResponseCode
+from apogee.remoting.command import RemotingCommand
+from apogee.remoting.connection import Connection
+from apogee.remoting.headers.consumer import (
+    CreateTopicRequestHeader,
+    DeleteTopicRequestHeader,
+    GetConsumerListByGroupRequestHeader,
+    GetEarliestMsgStoretimeResponseHeader,
+    OffsetResponseHeader,
+    QueryMessageRequestHeader,
+    QueryMessageResponseHeader,
+    SearchOffsetRequestHeader,
+    TopicQueueRequestHeader,
+    ViewMessageRequestHeader,
+)
+from apogee.remoting.server import RequestDispatcher
+
+if TYPE_CHECKING:
+    from apogee.broker.controller import BrokerController
+
+log = logging.getLogger("apogee.broker.admin")
+
+DEFAULT_QUERY_MAX_NUM = 32
+
+
+class AdminProcessor:
+    def __init__(self, broker: BrokerController) -> None:
+        self.b = broker
+
+    def register_with(self, dispatcher: RequestDispatcher) -> None:
+        for code, handler in {
+            RequestCode.GET_MAX_OFFSET: self.get_max_offset,
+            RequestCode.GET_MIN_OFFSET: self.get_min_offset,
+            RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: self.search_offset,
+            RequestCode.GET_EARLIEST_MSG_STORETIME: self.earliest_time,
+            RequestCode.VIEW_MESSAGE_BY_ID: self.view_message,
+            RequestCode.QUERY_MESSAGE: self.query_message,
+            RequestCode.UPDATE_AND_CREATE_TOPIC: self.create_topic,
+            RequestCode.DELETE_TOPIC_IN_BROKER: self.delete_topic,
+            RequestCode.GET_ALL_TOPIC_CONFIG: self.all_topic_config,
+            RequestCode.GET_TOPIC_STATS_INFO: self.topic_stats,
+            RequestCode.GET_CONSUME_STATS: self.consume_stats,
+            RequestCode.GET_CONSUMER_CONNECTION_LIST: self.consumer_connections,
+            RequestCode.GET_ALL_CONSUMER_OFFSET: self.all_consumer_offsets,
+            RequestCode.GET_ALL_DELAY_OFFSET: self.all_delay_offsets,
+            RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: self.create_group,
+            RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: self.all_groups,
+            RequestCode.DELETE_SUBSCRIPTIONGROUP: self.delete_group,
+            RequestCode.GET_BROKER_RUNTIME_INFO: self.runtime_info,
+        }.items():
+            dispatcher.register(code, handler)
+
+    # --- queue metadata -----------------------------------------------------------------------
+
+    def get_max_offset(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+        h = TopicQueueRequestHeader.decode(req.ext_fields)
+        offset = self.b.store.get_max_offset_in_queue(h.topic, h.queue_id)
+        return req.response(ResponseCode.SUCCESS, ext_fields=OffsetResponseHeader(offset).encode())
+
+    def get_min_offset(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+        h = TopicQueueRequestHeader.decode(req.ext_fields)
+        offset = self.b.store.get_min_offset_in_queue(h.topic, h.queue_id)
+        return req.response(ResponseCode.SUCCESS, ext_fields=OffsetResponseHeader(offset).encode())
+
+    def search_offset(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+        h = SearchOffsetRequestHeader.decode(req.ext_fields)
+        offset = self.b.store.get_offset_in_queue_by_time(h.topic, h.queue_id, h.timestamp)
+        return req.response(ResponseCode.SUCCESS, ext_fields=OffsetResponseHeader(offset).encode())
+
+    def earliest_time(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+        h = TopicQueueRequestHeader.decode(req.ext_fields)
+        ts = self.b.store.get_earliest_message_time(h.topic, h.queue_id)
+        return req.response(
+            ResponseCode.SUCCESS, ext_fields=GetEarliestMsgStoretimeResponseHeader(max(ts, 0)).encode()
+        )
+
+    # --- message lookup -----------------------------------------------------------------------
+
+    def view_message(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+        h = ViewMessageRequestHeader.decode(req.ext_fields)
+        record = self.b.store.select_one_message_by_offset(h.offset)
+        if record is None:
+            return req.response(ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {h.offset}")
+        return req.response(ResponseCode.SUCCESS, body=record)
+
+    def query_message(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+        h = QueryMessageRequestHeader.decode(req.ext_fields)
+        max_num = h.max_num
+        if (req.ext_fields or {}).get("_UNIQUE_KEY_QUERY") == "true":
+            max_num = DEFAULT_QUERY_MAX_NUM
+        result = self.b.store.query_message(h.topic, h.key, max_num, h.begin_timestamp, h.end_timestamp)
+        ext = QueryMessageResponseHeader(
+            result.index_last_update_timestamp, result.index_last_update_phyoffset
+        ).encode()
+        if not result.buffers:
+            return req.response(ResponseCode.QUERY_NOT_FOUND, "can not find message, maybe time range not correct", ext_fields=ext)
+        return req.response(ResponseCode.SUCCESS, ext_fields=ext, body=result.buffers)
+
+    # --- topics -------------------------------------------------------------------------------
+
+    def create_topic(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+        h = CreateTopicRequestHeader.decode(req.ext_fields)
+        problem = validate_topic(h.topic)
+        if problem is not None:
+            return req.response(ResponseCode.SYSTEM_ERROR, problem)
+        if h.topic == self.b.config.broker_cluster_name:
+            return req.response(ResponseCode.SYSTEM_ERROR, f"the topic[{h.topic}] is conflict with system reserved words.")
+        if h.read_queue_nums < 1 or h.write_queue_nums < 1 or h.read_queue_nums > 1024 or h.write_queue_nums > 1024:
+            return req.response(ResponseCode.SYSTEM_ERROR, "readQueueNums and writeQueueNums must be between 1 and 1024")
+        self.b.topics.put(
+            TopicConfigData(
+                h.topic, h.read_queue_nums, h.write_queue_nums, h.perm, h.topic_filter_type,
+                h.topic_sys_flag or 0, h.order,
+            )
+        )
+        self.b.registrar_trigger()
+        return req.response(ResponseCode.SUCCESS)
+
+    def delete_topic(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+        h = DeleteTopicRequestHeader.decode(req.ext_fields)
+        if h.topic.startswith(SYSTEM_TOPIC_PREFIX):
+            return req.response(ResponseCode.SYSTEM_ERROR, f"the topic[{h.topic}] is a system topic and cannot be deleted")
+        self.b.topics.delete(h.topic)
+        self.b.offsets.remove_topic(h.topic)
+        self.b.registrar_trigger()
+        return req.response(ResponseCode.SUCCESS)
+
+    def all_topic_config(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+        return req.response(ResponseCode.SUCCESS, body=self.b.topics.encode())
+
+    def topic_stats(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+        topic = (req.ext_fields or {}).get("topic")
+        if not topic:
+            raise HeaderError("the custom field <topic> is null")
+        config = self.b.topics.get(topic)
+        if config is None:
+            return req.response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
+        table = []
+        for qid in range(config.write_queue_nums):
+            table.append(
+                {
+                    "mq": {"brokerName": self.b.config.broker_name, "queueId": qid, "topic": topic},
+                    "minOffset": self.b.store.get_min_offset_in_queue(topic, qid),
+                    "maxOffset": self.b.store.get_max_offset_in_queue(topic, qid),
+                    "lastUpdateTimestamp": 0,
+                }
+            )
+        return req.response(ResponseCode.SUCCESS, body=orjson.dumps({"offsetTable": table}))
+
+    def consume_stats(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+        ext = req.ext_fields or {}
+        group = ext.get("consumerGroup")
+        if not group:
+            raise HeaderError("the custom field <consumerGroup> is null")
+        topics = [ext["topic"]] if ext.get("topic") else sorted(self.b.offsets.topics_of_group(group))
+        table = []
+        for topic in topics:
+            config = self.b.topics.get(topic)
+            if config is None:
+                continue
+            for qid in range(config.read_queue_nums):
+                table.append(
+                    {
+                        "mq": {"brokerName": self.b.config.broker_name, "queueId": qid, "topic": topic},
+                        "brokerOffset": self.b.store.get_max_offset_in_queue(topic, qid),
+                        "consumerOffset": max(0, self.b.offsets.query(group, topic, qid)),
+                    }
+                )
+        return req.response(ResponseCode.SUCCESS, body=orjson.dumps({"consumeTps": 0.0, "offsetTable": table}))
+
+    def consumer_connections(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+        h = GetConsumerListByGroupRequestHeader.decode(req.ext_fields)
+        info = self.b.clients.consumer_group(h.consumer_group)
+        if info is None:
+            return req.response(ResponseCode.CONSUMER_NOT_ONLINE, f"the consumer group[{h.consumer_group}] not online")
+        body = {
+            "connectionSet": [
+                {"clientId": ch.client_id, "clientAddr": "%s:%d" % getattr(ch.conn, "peer", ("", 0)), "language": ch.language, "version": ch.version}
+                for ch in info.channels.values()
+            ],
+            "consumeType": info.consume_type,
+            "messageModel": info.message_model,
+            "consumeFromWhere": info.consume_from_where,
+            "subscriptionTable": {t: s.to_json() for t, s in info.subscriptions.items()},
+        }
+        return req.response(ResponseCode.SUCCESS, body=orjson.dumps(body))
+
+    def all_consumer_offsets(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+        return req.response(ResponseCode.SUCCESS, body=self.b.offsets.encode())
+
+    def all_delay_offsets(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+        return req.response(ResponseCode.SUCCESS, body=self.b.schedule.encode())
+
+    # --- subscription groups ------------------------------------------------------------------
+
+    def create_group(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+        try:
+            config = SubscriptionGroupConfig.from_json(loads(req.body_bytes()))
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise HeaderError(f"malformed subscription group body: {exc!r}") from None
+        self.b.subscriptions.put(config)
+        return req.response(ResponseCode.SUCCESS)
+
+    def all_groups(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+        return req.response(ResponseCode.SUCCESS, body=self.b.subscriptions.encode())
+
+    def delete_group(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+        name = (req.ext_fields or {}).get("groupName")
+        if not name:
+            raise HeaderError("the custom field <groupName> is null")
+        self.b.subscriptions.delete(name)
+        return req.response(ResponseCode.SUCCESS)
+
+    def runtime_info(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+        table = {k: str(v) for k, v in self.b.store.runtime_info().items()}
+        table["brokerVersion"] = str(req.version)
+        return req.response(ResponseCode.SUCCESS, body=orjson.dumps({"table": table}))

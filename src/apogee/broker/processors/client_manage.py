@@ -1,0 +1,151 @@
+"""HEART_BEAT, UNREGISTER_CLIENT, GET_CONSUMER_LIST_BY_GROUP, LOCK/UNLOCK_BATCH_MQ,
+QUERY/UPDATE_CONSUMER_OFFSET: what clients say about themselves and their progress.
+
+(RocketMQ's ClientManageProcessor and ConsumerManageProcessor.)
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from apogee.broker.clients import ClientChannel
+from apogee.broker.topics import PERM_RW
+from apogee.common.constants import retry_topic
+from apogee.remoting.bodies.heartbeat import (
+    HeartbeatData,
+    LockBatchRequest,
+    encode_consumer_id_list,
+    encode_lock_ok,
+)
+from apogee.remoting.codes import RequestCode, ResponseCode
+from apogee.remoting.command import RemotingCommand
+from apogee.remoting.connection import Connection
+from apogee.remoting.headers.consumer import (
+    GetConsumerListByGroupRequestHeader,
+    NotifyConsumerIdsChangedRequestHeader,
+    OffsetResponseHeader,
+    QueryConsumerOffsetRequestHeader,
+    UnregisterClientRequestHeader,
+    UpdateConsumerOffsetRequestHeader,
+)
+from apogee.remoting.server import RequestDispatcher
+
+if TYPE_CHECKING:
+    from apogee.broker.controller import BrokerController
+
+log = logging.getLogger("apogee.broker.client_manage")
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class ClientManageProcessor:
+    def __init__(self, broker: BrokerController) -> None:
+        self.b = broker
+
+    def register_with(self, dispatcher: RequestDispatcher) -> None:
+        dispatcher.register(RequestCode.HEART_BEAT, self.heartbeat)
+        dispatcher.register(RequestCode.UNREGISTER_CLIENT, self.unregister_client)
+        dispatcher.register(RequestCode.CHECK_CLIENT_CONFIG, self.check_client_config)
+        dispatcher.register(RequestCode.GET_CONSUMER_LIST_BY_GROUP, self.get_consumer_list)
+        dispatcher.register(RequestCode.LOCK_BATCH_MQ, self.lock_batch)
+        dispatcher.register(RequestCode.UNLOCK_BATCH_MQ, self.unlock_batch)
+        dispatcher.register(RequestCode.QUERY_CONSUMER_OFFSET, self.query_consumer_offset)
+        dispatcher.register(RequestCode.UPDATE_CONSUMER_OFFSET, self.update_consumer_offset)
+
+    # --- membership ---------------------------------------------------------------------------
+
+    def heartbeat(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+        data = HeartbeatData.decode(req.body_bytes())
+        now = _now_ms()
+        channel = ClientChannel(conn, data.client_id, req.language, req.version, now)
+        conn.attributes["client_id"] = data.client_id
+        conn.attributes["language"] = req.language
+        conn.attributes["version"] = req.version
+        topics_created = False
+        for consumer in data.consumers:
+            group_config = self.b.subscriptions.find(consumer.group_name)
+            if group_config is not None:
+                _, created = self.b.topics.create_system_like(
+                    retry_topic(consumer.group_name), group_config.retry_queue_nums, PERM_RW
+                )
+                topics_created |= created
+            changed = self.b.clients.register_consumer(consumer, channel)
+            if changed:
+                log.info("consumer group %s: client %s joined", consumer.group_name, data.client_id)
+                if group_config is None or group_config.notify_consumer_ids_changed_enable:
+                    self.b.notify_consumer_ids_changed(consumer.group_name)
+        for group in data.producer_groups:
+            self.b.clients.register_producer(group, channel)
+        if topics_created:
+            self.b.registrar_trigger()
+        return req.response(ResponseCode.SUCCESS)
+
+    def unregister_client(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+        header = UnregisterClientRequestHeader.decode(req.ext_fields)
+        if header.producer_group:
+            self.b.clients.unregister_producer(header.producer_group, conn)
+        if header.consumer_group and self.b.clients.unregister_consumer(header.consumer_group, conn):
+            log.info("consumer group %s: client %s left", header.consumer_group, header.client_id)
+            self.b.notify_consumer_ids_changed(header.consumer_group)
+        return req.response(ResponseCode.SUCCESS)
+
+    def check_client_config(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+        # Java checks SQL92 expressions here; tag subscriptions need nothing.
+        return req.response(ResponseCode.SUCCESS)
+
+    def get_consumer_list(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+        header = GetConsumerListByGroupRequestHeader.decode(req.ext_fields)
+        info = self.b.clients.consumer_group(header.consumer_group)
+        if info is None or not info.channels:
+            return req.response(
+                ResponseCode.SYSTEM_ERROR,
+                f"no consumer for this group, {header.consumer_group}",
+            )
+        return req.response(ResponseCode.SUCCESS, body=encode_consumer_id_list(info.client_ids()))
+
+    # --- orderly locks ------------------------------------------------------------------------
+
+    def lock_batch(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+        request = LockBatchRequest.decode(req.body_bytes())
+        held = self.b.locks.try_lock_batch(
+            request.consumer_group, request.mq_set, request.client_id, _now_ms()
+        )
+        return req.response(ResponseCode.SUCCESS, body=encode_lock_ok(held))
+
+    def unlock_batch(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+        request = LockBatchRequest.decode(req.body_bytes())
+        self.b.locks.unlock_batch(request.consumer_group, request.mq_set, request.client_id)
+        return req.response(ResponseCode.SUCCESS)
+
+    # --- offsets ------------------------------------------------------------------------------
+
+    def query_consumer_offset(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+        h = QueryConsumerOffsetRequestHeader.decode(req.ext_fields)
+        offset = self.b.offsets.query(h.consumer_group, h.topic, h.queue_id)
+        if offset >= 0:
+            return req.response(ResponseCode.SUCCESS, ext_fields=OffsetResponseHeader(offset).encode())
+        # RocketMQ's rule: a group new to a queue whose first message is still at offset 0
+        # starts there, so a fresh consumer on a young topic misses nothing.
+        if self.b.store.get_min_offset_in_queue(h.topic, h.queue_id) <= 0:
+            return req.response(ResponseCode.SUCCESS, ext_fields=OffsetResponseHeader(0).encode())
+        return req.response(
+            ResponseCode.QUERY_NOT_FOUND,
+            "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first",
+        )
+
+    def update_consumer_offset(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+        h = UpdateConsumerOffsetRequestHeader.decode(req.ext_fields)
+        self.b.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
+        return req.response(ResponseCode.SUCCESS)
+
+
+def notify_request(group: str) -> RemotingCommand:
+    return RemotingCommand.request(
+        RequestCode.NOTIFY_CONSUMER_IDS_CHANGED,
+        NotifyConsumerIdsChangedRequestHeader(group).encode(),
+        oneway=True,
+    )

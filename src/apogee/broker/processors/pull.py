@@ -1,0 +1,176 @@
+"""PULL_MESSAGE with long polling (RocketMQ's PullMessageProcessor).
+
+A pull that finds messages is answered at once with the stored records, as memoryview
+slices of the CommitLog written straight to the socket.  A pull that finds nothing and
+carries the SUSPEND flag is held by ``PullRequestHoldService`` and re-executed as soon as
+the queue grows or the client's suspend timeout passes.
+
+Every response carries ``suggestWhichBrokerId``, ``nextBeginOffset``, ``minOffset`` and
+``maxOffset`` as strings: the C++ client keeps 0 for anything missing and then loops.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from apogee.common import constants as c
+from apogee.common.java_hash import tags_code
+from apogee.remoting.codes import RequestCode, ResponseCode
+from apogee.remoting.command import RemotingCommand
+from apogee.remoting.connection import Connection
+from apogee.remoting.headers.pull import (
+    FLAG_COMMIT_OFFSET,
+    FLAG_SUBSCRIPTION,
+    FLAG_SUSPEND,
+    PullMessageRequestHeader,
+    PullMessageResponseHeader,
+)
+from apogee.remoting.server import RequestDispatcher
+from apogee.store.results import GetResult, GetStatus, MessageFilter, TagCodeFilter
+
+if TYPE_CHECKING:
+    from apogee.broker.controller import BrokerController
+
+log = logging.getLogger("apogee.broker.pull")
+
+MATCH_ALL = TagCodeFilter(None)
+
+
+def tag_filter(expression: str | None) -> TagCodeFilter:
+    """The filter of a TAG subscription: ``*`` or empty matches all, else ``A || B``."""
+    if not expression or expression.strip() in ("*", ""):
+        return MATCH_ALL
+    tags = {t.strip() for t in expression.split("||") if t.strip()}
+    if not tags or "*" in tags:
+        return MATCH_ALL
+    return TagCodeFilter(frozenset(tags_code(t) for t in tags))
+
+
+def filter_from_codes(sub_string: str, code_set: list[int]) -> TagCodeFilter:
+    if not sub_string or sub_string.strip() == "*":
+        return MATCH_ALL
+    if code_set:
+        return TagCodeFilter(frozenset(code_set))
+    return tag_filter(sub_string)
+
+
+class PullProcessor:
+    def __init__(self, broker: BrokerController) -> None:
+        self.b = broker
+
+    def register_with(self, dispatcher: RequestDispatcher) -> None:
+        dispatcher.register(RequestCode.PULL_MESSAGE, self.pull)
+
+    def pull(self, conn: Connection, req: RemotingCommand) -> object:
+        """Answer at once when possible; return a coroutine only when the pull must wait."""
+        h = PullMessageRequestHeader.decode(req.ext_fields)
+        prepared = self._prepare(req, h)
+        if isinstance(prepared, RemotingCommand):
+            return prepared
+        message_filter = prepared
+        if h.sys_flag & FLAG_COMMIT_OFFSET and h.commit_offset >= 0:
+            self.b.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
+        result = self.b.store.get_message(
+            h.consumer_group, h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, message_filter=message_filter
+        )
+        suspend = bool(h.sys_flag & FLAG_SUSPEND)
+        if suspend and result.status in (GetStatus.OFFSET_OVERFLOW_ONE, GetStatus.NO_MESSAGE_IN_QUEUE, GetStatus.OFFSET_FOUND_NULL) and (
+            result.status != GetStatus.NO_MESSAGE_IN_QUEUE or h.queue_offset == 0
+        ):
+            return self._hold(req, h, message_filter)
+        return self._response(req, h, result)
+
+    async def _hold(self, req: RemotingCommand, h: PullMessageRequestHeader, message_filter: MessageFilter) -> RemotingCommand:
+        if self.b.config.long_polling_enable:
+            timeout_ms = h.suspend_timeout_millis
+        else:
+            timeout_ms = self.b.config.short_polling_time_ms
+        timeout_ms = max(0, min(timeout_ms, 60_000))
+        await self.b.long_polling.wait(
+            h.topic, h.queue_id, h.queue_offset, timeout_ms / 1000, message_filter.is_matched_by_consume_queue
+        )
+        result = await self.b.store.get_message_async(
+            h.consumer_group, h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, message_filter=message_filter
+        )
+        return self._response(req, h, result)
+
+    def _prepare(self, req: RemotingCommand, h: PullMessageRequestHeader) -> MessageFilter | RemotingCommand:
+        if not self.b.config.broker_permission & c.PERM_READ:
+            return req.response(
+                ResponseCode.NO_PERMISSION, f"the broker[{self.b.broker_addr}] pulling message is forbidden"
+            )
+        group = self.b.subscriptions.find(h.consumer_group)
+        if group is None:
+            return req.response(
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                f"subscription group [{h.consumer_group}] does not exist",
+            )
+        if not group.consume_enable:
+            return req.response(ResponseCode.NO_PERMISSION, f"subscription group no permission, {h.consumer_group}")
+        config = self.b.topics.get(h.topic)
+        if config is None:
+            return req.response(
+                ResponseCode.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist, apply first please!"
+            )
+        if not config.perm & c.PERM_READ:
+            return req.response(ResponseCode.NO_PERMISSION, f"the topic[{h.topic}] pulling message is forbidden")
+        if h.queue_id < 0 or h.queue_id >= config.read_queue_nums:
+            return req.response(
+                ResponseCode.SYSTEM_ERROR,
+                f"queueId[{h.queue_id}] is illegal, topic:[{h.topic}] topicConfig.readQueueNums:"
+                f"[{config.read_queue_nums}] consumer:[{req.ext_fields and h.consumer_group}]",
+            )
+        if h.sys_flag & FLAG_SUBSCRIPTION:
+            expression_type = (h.expression_type or "TAG").upper()
+            if expression_type != "TAG":
+                return req.response(
+                    ResponseCode.SUBSCRIPTION_PARSE_FAILED,
+                    f"expression type {expression_type} is not supported by this broker",
+                )
+            return tag_filter(h.subscription)
+        info = self.b.clients.consumer_group(h.consumer_group)
+        if info is None:
+            return req.response(
+                ResponseCode.SUBSCRIPTION_NOT_EXIST,
+                f"the consumer's group info not exist, group: {h.consumer_group}",
+            )
+        sub = info.subscriptions.get(h.topic)
+        if sub is None:
+            return req.response(
+                ResponseCode.SUBSCRIPTION_NOT_EXIST,
+                f"the consumer's subscription not exist, group: {h.consumer_group} topic: {h.topic}",
+            )
+        if sub.sub_version < h.sub_version:
+            return req.response(
+                ResponseCode.SUBSCRIPTION_NOT_LATEST, "the consumer's subscription not latest"
+            )
+        return filter_from_codes(sub.sub_string, sub.code_set)
+
+    def _response(self, req: RemotingCommand, h: PullMessageRequestHeader, result: GetResult) -> RemotingCommand:
+        status = result.status
+        body = None
+        if status is GetStatus.FOUND:
+            code = ResponseCode.SUCCESS
+            body = result.buffers
+        elif status in (GetStatus.NO_MATCHED_MESSAGE, GetStatus.MESSAGE_WAS_REMOVING, GetStatus.NO_MATCHED_LOGIC_QUEUE):
+            code = ResponseCode.PULL_RETRY_IMMEDIATELY
+        elif status in (GetStatus.OFFSET_OVERFLOW_ONE, GetStatus.OFFSET_FOUND_NULL):
+            code = ResponseCode.PULL_NOT_FOUND
+        elif status is GetStatus.NO_MESSAGE_IN_QUEUE:
+            code = ResponseCode.PULL_NOT_FOUND if h.queue_offset == 0 else ResponseCode.PULL_OFFSET_MOVED
+        else:  # OFFSET_TOO_SMALL, OFFSET_OVERFLOW_BADLY
+            code = ResponseCode.PULL_OFFSET_MOVED
+        if code == ResponseCode.PULL_OFFSET_MOVED:
+            log.info(
+                "pull offset moved: group %s topic %s queue %d requested %d, next %d (min %d max %d)",
+                h.consumer_group, h.topic, h.queue_id, h.queue_offset,
+                result.next_begin_offset, result.min_offset, result.max_offset,
+            )
+        ext = PullMessageResponseHeader(
+            suggest_which_broker_id=0,
+            next_begin_offset=result.next_begin_offset,
+            min_offset=result.min_offset,
+            max_offset=result.max_offset,
+        ).encode()
+        return req.response(code, None, ext_fields=ext, body=body)

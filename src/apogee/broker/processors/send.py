@@ -1,0 +1,414 @@
+"""SEND_MESSAGE, SEND_MESSAGE_V2, SEND_BATCH_MESSAGE and CONSUMER_SEND_MSG_BACK.
+
+(RocketMQ's SendMessageProcessor.)  Every rejection is decided before anything is written,
+answered with RocketMQ's response code and a remark saying what to fix; a message is either
+stored whole or not at all.
+
+Rewrites applied on the way in, as the Java broker does:
+
+* a retry-topic message past its group's max reconsume times goes to ``%DLQ%<group>``;
+* a message with ``DELAY=n`` goes to ``SCHEDULE_TOPIC_XXXX`` queue n-1, its real topic and
+  queue kept in ``REAL_TOPIC``/``REAL_QID`` (the schedule service moves it back when due);
+* a message with ``TRAN_MSG=true`` becomes a half message in ``RMQ_SYS_TRANS_HALF_TOPIC``;
+* ``CLUSTER`` is added and ``WAIT`` dropped from the stored properties.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import zlib
+from typing import TYPE_CHECKING
+
+from apogee.broker.topics import NOT_ALLOWED_SEND_TOPICS, PERM_RW, validate_topic
+from apogee.common import constants as c
+from apogee.common.java_hash import tags_code
+from apogee.common.message_codec import (
+    decode_batch,
+    get_property,
+    parse_properties,
+    properties_to_string,
+)
+from apogee.common.message_id import create_offset_msg_id
+from apogee.remoting.bodies.route import TopicConfigData
+from apogee.remoting.codes import VERSION_V3_4_9, RequestCode, ResponseCode
+from apogee.remoting.command import RemotingCommand
+from apogee.remoting.connection import Connection
+from apogee.remoting.headers.send import (
+    ConsumerSendMsgBackRequestHeader,
+    SendMessageRequestHeader,
+    SendMessageRequestHeaderV2,
+    SendMessageResponseHeader,
+)
+from apogee.remoting.server import RequestDispatcher
+from apogee.store.inner import InnerBatch, InnerMessage
+from apogee.store.results import PutResult, PutStatus
+
+if TYPE_CHECKING:
+    from apogee.broker.controller import BrokerController
+
+log = logging.getLogger("apogee.broker.send")
+
+_STATUS_TO_CODE: dict[PutStatus, tuple[int, str | None]] = {
+    PutStatus.PUT_OK: (ResponseCode.SUCCESS, None),
+    PutStatus.FLUSH_DISK_TIMEOUT: (ResponseCode.FLUSH_DISK_TIMEOUT, None),
+    PutStatus.FLUSH_SLAVE_TIMEOUT: (ResponseCode.FLUSH_SLAVE_TIMEOUT, None),
+    PutStatus.SLAVE_NOT_AVAILABLE: (ResponseCode.SLAVE_NOT_AVAILABLE, None),
+    PutStatus.CREATE_MAPPED_FILE_FAILED: (
+        ResponseCode.SYSTEM_ERROR,
+        "create mapped file failed, server is busy or broken.",
+    ),
+    PutStatus.MESSAGE_ILLEGAL: (ResponseCode.MESSAGE_ILLEGAL, "the message is illegal, maybe msg body or properties length not matched."),
+    PutStatus.PROPERTIES_SIZE_EXCEEDED: (ResponseCode.MESSAGE_ILLEGAL, "the message properties are longer than 32767 bytes"),
+    PutStatus.SERVICE_NOT_AVAILABLE: (
+        ResponseCode.SERVICE_NOT_AVAILABLE,
+        "service not available now: the broker's disk is nearly full, or the broker is shutting down or not writable",
+    ),
+    PutStatus.OS_PAGECACHE_BUSY: (ResponseCode.SYSTEM_BUSY, "[PC_SYNCHRONIZED]broker busy, start flow control for a while"),
+    PutStatus.DISK_FULL: (
+        ResponseCode.SERVICE_NOT_AVAILABLE,
+        "service not available now: the broker's disk is full; messages are refused until space is freed",
+    ),
+    PutStatus.FLUSH_DISK_FAILED: (
+        ResponseCode.SYSTEM_ERROR,
+        "flushing to disk failed on the broker; the message may not be durable and was not acknowledged",
+    ),
+    PutStatus.UNKNOWN_ERROR: (ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR"),
+}
+
+
+class SendProcessor:
+    def __init__(self, broker: BrokerController) -> None:
+        self.b = broker
+        self._random = random.Random()
+
+    def register_with(self, dispatcher: RequestDispatcher) -> None:
+        dispatcher.register(RequestCode.SEND_MESSAGE, self.send)
+        dispatcher.register(RequestCode.SEND_MESSAGE_V2, self.send)
+        dispatcher.register(RequestCode.SEND_BATCH_MESSAGE, self.send)
+        dispatcher.register(RequestCode.CONSUMER_SEND_MSG_BACK, self.send_back)
+
+    # --- parsing and checks -------------------------------------------------------------------
+
+    @staticmethod
+    def _header(req: RemotingCommand) -> SendMessageRequestHeader:
+        if req.code == RequestCode.SEND_MESSAGE:
+            return SendMessageRequestHeader.decode(req.ext_fields)
+        header = SendMessageRequestHeaderV2.decode(req.ext_fields).to_v1()
+        if req.code == RequestCode.SEND_BATCH_MESSAGE:
+            header.batch = True
+        return header
+
+    def _check(
+        self, req: RemotingCommand, h: SendMessageRequestHeader
+    ) -> tuple[TopicConfigData | None, RemotingCommand | None]:
+        """RocketMQ's msgCheck: permission, topic name, topic existence, queue id."""
+        if not self.b.config.broker_permission & c.PERM_WRITE:
+            return None, req.response(
+                ResponseCode.NO_PERMISSION,
+                f"the broker[{self.b.broker_addr}] sending message is forbidden",
+            )
+        problem = validate_topic(h.topic)
+        if problem is not None:
+            return None, req.response(ResponseCode.SYSTEM_ERROR, problem)
+        if h.topic in NOT_ALLOWED_SEND_TOPICS:
+            return None, req.response(
+                ResponseCode.NO_PERMISSION, f"sending message to topic[{h.topic}] is forbidden."
+            )
+        config = self.b.topics.get(h.topic)
+        if config is None:
+            if h.topic.startswith(c.RETRY_GROUP_TOPIC_PREFIX):
+                config, _ = self.b.topics.create_system_like(h.topic, 1, PERM_RW)
+            else:
+                config = self.b.topics.create_in_send(
+                    h.topic, h.default_topic, h.default_topic_queue_nums
+                )
+            if config is None:
+                return None, req.response(
+                    ResponseCode.TOPIC_NOT_EXIST,
+                    f"topic[{h.topic}] not exist, apply first please!",
+                )
+            self.b.registrar_trigger()
+        if not config.perm & c.PERM_WRITE:
+            return None, req.response(
+                ResponseCode.NO_PERMISSION, f"the topic[{h.topic}] sending message is forbidden"
+            )
+        if h.queue_id >= max(config.read_queue_nums, config.write_queue_nums):
+            return None, req.response(
+                ResponseCode.SYSTEM_ERROR,
+                f"request queueId[{h.queue_id}] is illegal, topic {h.topic} has "
+                f"{config.write_queue_nums} write queues",
+            )
+        return config, None
+
+    def _check_body(self, req: RemotingCommand, body: bytes) -> RemotingCommand | None:
+        if not body:
+            return req.response(ResponseCode.MESSAGE_ILLEGAL, "the message body is empty")
+        limit = self.b.store_config.max_message_size
+        if len(body) > limit:
+            return req.response(
+                ResponseCode.MESSAGE_ILLEGAL,
+                f"the message body size {len(body)} is over the limit {limit} (maxMessageSize)",
+            )
+        return None
+
+    def _pick_queue(self, h: SendMessageRequestHeader, config: TopicConfigData) -> int:
+        if h.queue_id < 0:
+            return self._random.randrange(max(1, config.write_queue_nums))
+        return h.queue_id
+
+    # --- send ---------------------------------------------------------------------------------
+
+    async def send(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+        h = self._header(req)
+        config, rejection = self._check(req, h)
+        if rejection is not None:
+            return rejection
+        assert config is not None
+        body = req.body_bytes()
+        if h.batch:
+            return await self._send_batch(conn, req, h, config, body)
+        bad = self._check_body(req, body)
+        if bad is not None:
+            return bad
+        queue_id = self._pick_queue(h, config)
+        props = parse_properties(h.properties) if h.properties else {}
+        topic = h.topic
+        reconsume_times = h.reconsume_times or 0
+        sysflag = h.sys_flag
+        if config.topic_filter_type == "MULTI_TAG":
+            sysflag |= c.MULTI_TAGS_FLAG
+
+        if topic.startswith(c.RETRY_GROUP_TOPIC_PREFIX):
+            redirected = self._retry_or_dlq(req, h, topic, reconsume_times, props)
+            if isinstance(redirected, RemotingCommand):
+                return redirected
+            if redirected is not None:
+                topic, queue_id = redirected
+
+        tran_type = c.transaction_type(sysflag)
+        if props.get(c.TRAN_MSG) == "true" and tran_type in (c.TRANSACTION_NOT_TYPE, c.TRANSACTION_PREPARED_TYPE):
+            if self.b.config.reject_transaction_message:
+                return req.response(
+                    ResponseCode.NO_PERMISSION,
+                    f"the broker[{self.b.broker_addr}] sending transaction message is forbidden",
+                )
+            props[c.REAL_TOPIC] = topic
+            props[c.REAL_QID] = str(queue_id)
+            topic, queue_id = c.RMQ_SYS_TRANS_HALF_TOPIC, 0
+            sysflag = c.reset_transaction_type(sysflag, c.TRANSACTION_NOT_TYPE)
+            tran_type = c.TRANSACTION_NOT_TYPE
+
+        props.pop(c.WAIT, None)
+        props[c.CLUSTER] = self.b.config.broker_cluster_name
+        msg = self._message(conn, topic, queue_id, body, h.flag, props, sysflag, h.born_timestamp, reconsume_times)
+        self._apply_delay(msg, props, tran_type)
+        result = await self.b.store.put_message(msg)
+        return self._response(req, result, queue_id=msg.queue_id)
+
+    def _retry_or_dlq(
+        self,
+        req: RemotingCommand,
+        h: SendMessageRequestHeader,
+        topic: str,
+        reconsume_times: int,
+        props: dict[str, str],
+    ) -> tuple[str, int] | RemotingCommand | None:
+        group = topic[len(c.RETRY_GROUP_TOPIC_PREFIX) :]
+        group_config = self.b.subscriptions.find(group)
+        if group_config is None:
+            return req.response(
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {group}"
+            )
+        max_times = group_config.retry_max_times
+        if req.version >= VERSION_V3_4_9 and h.max_reconsume_times is not None:
+            max_times = h.max_reconsume_times
+        if reconsume_times > max_times:
+            dlq = c.dlq_topic(group)
+            config, created = self.b.topics.create_system_like(dlq, c.DLQ_NUMS_PER_GROUP, PERM_RW)
+            if created:
+                self.b.registrar_trigger()
+            return dlq, 0
+        return None
+
+    def _apply_delay(self, msg: InnerMessage, props: dict[str, str], tran_type: int) -> None:
+        level_text = props.get(c.DELAY)
+        if not level_text or tran_type not in (c.TRANSACTION_NOT_TYPE, c.TRANSACTION_COMMIT_TYPE):
+            return
+        try:
+            level = int(level_text)
+        except ValueError:
+            return
+        if level <= 0:
+            return
+        level = min(level, len(self.b.delay_levels_ms))
+        props[c.DELAY] = str(level)
+        props[c.REAL_TOPIC] = msg.topic
+        props[c.REAL_QID] = str(msg.queue_id)
+        msg.topic = c.SCHEDULE_TOPIC
+        msg.queue_id = level - 1
+        msg.properties = properties_to_string(props)
+
+    def _message(
+        self,
+        conn: Connection,
+        topic: str,
+        queue_id: int,
+        body: bytes,
+        flag: int,
+        props: dict[str, str],
+        sysflag: int,
+        born_timestamp: int,
+        reconsume_times: int,
+    ) -> InnerMessage:
+        return InnerMessage(
+            topic=topic,
+            queue_id=queue_id,
+            body=body,
+            flag=flag,
+            properties=properties_to_string(props),
+            sysflag=sysflag,
+            born_timestamp=born_timestamp,
+            born_host=_ipv4_peer(conn),
+            store_host=(self.b.store_ip, self.b.listen_port),
+            reconsume_times=reconsume_times,
+            tags_code=tags_code(props.get(c.TAGS)),
+        )
+
+    def _response(self, req: RemotingCommand, result: PutResult, *, queue_id: int) -> RemotingCommand:
+        code, remark = _STATUS_TO_CODE.get(result.status, (ResponseCode.SYSTEM_ERROR, result.status.name))
+        if code not in (ResponseCode.SUCCESS, ResponseCode.FLUSH_DISK_TIMEOUT, ResponseCode.FLUSH_SLAVE_TIMEOUT, ResponseCode.SLAVE_NOT_AVAILABLE):
+            return req.response(code, remark)
+        ext = SendMessageResponseHeader(result.msg_id, queue_id, result.logics_offset).encode()
+        ext["MSG_REGION"] = self.b.config.region_id
+        ext["TRACE_ON"] = "true" if self.b.config.trace_on else "false"
+        return req.response(code, remark, ext_fields=ext)
+
+    async def _send_batch(
+        self,
+        conn: Connection,
+        req: RemotingCommand,
+        h: SendMessageRequestHeader,
+        config: TopicConfigData,
+        body: bytes,
+    ) -> RemotingCommand:
+        if h.topic.startswith(c.RETRY_GROUP_TOPIC_PREFIX):
+            return req.response(ResponseCode.MESSAGE_ILLEGAL, "batch messages cannot be sent to a retry topic")
+        if not body:
+            return req.response(ResponseCode.MESSAGE_ILLEGAL, "the batch body is empty")
+        sysflag = h.sys_flag
+        if sysflag & c.COMPRESSED_FLAG:
+            # The C++ client 1.2.3 compresses the whole batch body; undo it and store the
+            # inner messages uncompressed.
+            try:
+                body = zlib.decompressobj().decompress(body, self.b.store_config.max_message_size * 2)
+            except zlib.error as exc:
+                return req.response(ResponseCode.MESSAGE_ILLEGAL, f"the compressed batch body does not inflate: {exc}")
+            sysflag &= ~c.COMPRESSED_FLAG
+        try:
+            items = decode_batch(body)
+        except ValueError as exc:
+            return req.response(ResponseCode.MESSAGE_ILLEGAL, f"malformed batch body: {exc}")
+        if not items:
+            return req.response(ResponseCode.MESSAGE_ILLEGAL, "the batch holds no message")
+        queue_id = self._pick_queue(h, config)
+        batch_props = parse_properties(h.properties) if h.properties else {}
+        batch_props.pop(c.WAIT, None)
+        batch_props[c.CLUSTER] = self.b.config.broker_cluster_name
+        for item in items:
+            bad = self._check_body(req, item.body)
+            if bad is not None:
+                return bad
+            if get_property(item.properties, c.DELAY):
+                return req.response(ResponseCode.MESSAGE_ILLEGAL, "batch messages cannot have a delay level")
+        batch = InnerBatch(
+            topic=h.topic,
+            queue_id=queue_id,
+            items=items,
+            properties=properties_to_string(batch_props),
+            sysflag=sysflag,
+            born_timestamp=h.born_timestamp,
+            born_host=_ipv4_peer(conn),
+            store_host=(self.b.store_ip, self.b.listen_port),
+            reconsume_times=h.reconsume_times or 0,
+        )
+        result = await self.b.store.put_messages(batch)
+        return self._response(req, result, queue_id=queue_id)
+
+    # --- send back (retry / DLQ) --------------------------------------------------------------
+
+    async def send_back(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+        h = ConsumerSendMsgBackRequestHeader.decode(req.ext_fields)
+        group_config = self.b.subscriptions.find(h.group)
+        if group_config is None:
+            return req.response(
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {h.group}"
+            )
+        if not self.b.config.broker_permission & c.PERM_WRITE:
+            return req.response(
+                ResponseCode.NO_PERMISSION, f"the broker[{self.b.broker_addr}] sending message is forbidden"
+            )
+        if group_config.retry_queue_nums <= 0:
+            return req.response(ResponseCode.SUCCESS)
+        original = self.b.store.look_message_by_offset(h.offset)
+        if original is None:
+            return req.response(ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {h.offset}")
+        props = dict(original.properties)
+        if c.RETRY_TOPIC not in props:
+            props[c.RETRY_TOPIC] = original.topic
+        props.pop(c.WAIT, None)
+        max_times = group_config.retry_max_times
+        if req.version >= VERSION_V3_4_9 and h.max_reconsume_times is not None:
+            max_times = h.max_reconsume_times
+        delay = h.delay_level
+        reconsume = original.reconsume_times
+        if reconsume >= max_times or delay < 0:
+            topic = c.dlq_topic(h.group)
+            config, created = self.b.topics.create_system_like(topic, c.DLQ_NUMS_PER_GROUP, PERM_RW)
+            queue_id = 0
+            delay = 0
+        else:
+            topic = c.retry_topic(h.group)
+            config, created = self.b.topics.create_system_like(topic, group_config.retry_queue_nums, PERM_RW)
+            queue_id = self._random.randrange(max(1, group_config.retry_queue_nums))
+            if delay == 0:
+                delay = 3 + reconsume
+        if created:
+            self.b.registrar_trigger()
+        if not config.perm & c.PERM_WRITE:
+            return req.response(ResponseCode.NO_PERMISSION, f"the topic[{topic}] sending message is forbidden")
+        if c.ORIGIN_MESSAGE_ID not in props:
+            props[c.ORIGIN_MESSAGE_ID] = h.origin_msg_id or create_offset_msg_id(
+                original.store_host[0], original.store_host[1], original.commit_log_offset
+            )
+        if delay > 0:
+            props[c.DELAY] = str(delay)
+        else:
+            props.pop(c.DELAY, None)
+        msg = InnerMessage(
+            topic=topic,
+            queue_id=queue_id,
+            body=original.body,
+            flag=original.flag,
+            properties=properties_to_string(props),
+            sysflag=original.sys_flag,
+            born_timestamp=original.born_timestamp,
+            born_host=original.born_host,
+            store_host=(self.b.store_ip, self.b.listen_port),
+            reconsume_times=reconsume + 1,
+            tags_code=tags_code(props.get(c.TAGS)),
+        )
+        self._apply_delay(msg, props, c.TRANSACTION_NOT_TYPE)
+        result = await self.b.store.put_message(msg)
+        if result.status != PutStatus.PUT_OK:
+            code, remark = _STATUS_TO_CODE.get(result.status, (ResponseCode.SYSTEM_ERROR, result.status.name))
+            return req.response(code if code != ResponseCode.SUCCESS else ResponseCode.SYSTEM_ERROR, remark)
+        return req.response(ResponseCode.SUCCESS)
+
+
+def _ipv4_peer(conn: Connection) -> tuple[str, int]:
+    host, port = conn.peer
+    if ":" in host:  # IPv6 peers: clients decode only the IPv4 layout
+        host = host[7:] if host.startswith("::ffff:") else "0.0.0.0"
+    return host or "0.0.0.0", port
+

@@ -1,0 +1,173 @@
+"""Delay levels (RocketMQ's ScheduleMessageService).
+
+A delayed message is stored in ``SCHEDULE_TOPIC_XXXX`` queue ``level - 1``; its ConsumeQueue
+entry's tag code holds the time it is due.  One task per level walks its queue in order:
+while the head entry is due, the message is re-put to its ``REAL_TOPIC``/``REAL_QID`` and the
+level's offset advances; otherwise the task sleeps until the head is due (or a new message
+arrives, which cannot be due earlier than the head since every message of a level has the
+same delay).
+
+Progress is ``config/delayOffset.json`` (``{"offsetTable": {level: offset}}``), written after
+every batch of deliveries and at shutdown: a restart neither loses a pending message nor,
+after a clean stop, delivers one twice.  After a crash at most the last batch may be
+delivered again (at-least-once).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import orjson
+
+from apogee.common import constants as c
+from apogee.common.atomic_file import read_with_backup, write_atomic
+from apogee.common.java_hash import tags_code
+from apogee.common.message import MessageExt
+from apogee.common.message_codec import properties_to_string
+from apogee.remoting.bodies.lenient_json import loads
+from apogee.store.inner import InnerMessage
+
+if TYPE_CHECKING:
+    from apogee.broker.controller import BrokerController
+
+log = logging.getLogger("apogee.broker.schedule")
+
+MAX_BATCH = 256
+
+
+class ScheduleService:
+    def __init__(self, broker: BrokerController, path: Path | None) -> None:
+        self.b = broker
+        self._path = path
+        self.offsets: dict[int, int] = {}
+        self._dirty = False
+        self._tasks: list[asyncio.Task[None]] = []
+        self._wake: dict[int, asyncio.Event] = {}
+        self._load()
+
+    def _load(self) -> None:
+        if self._path is None:
+            return
+        data = read_with_backup(self._path)
+        if data is None:
+            return
+        try:
+            raw = loads(data).get("offsetTable") or {}
+            self.offsets = {int(k): int(v) for k, v in raw.items()}
+        except (ValueError, TypeError, AttributeError) as exc:
+            log.error("cannot read %s: %s", self._path, exc)
+
+    def encode(self) -> bytes:
+        return orjson.dumps({"offsetTable": {str(k): v for k, v in sorted(self.offsets.items())}})
+
+    def persist(self) -> None:
+        if self._path is not None and self._dirty:
+            self._dirty = False
+            write_atomic(self._path, self.encode())
+
+    def start(self) -> None:
+        for level in range(1, len(self.b.delay_levels_ms) + 1):
+            self._wake[level] = asyncio.Event()
+            self._tasks.append(asyncio.create_task(self._run_level(level)))
+
+    def notify_arrival(self, queue_id: int) -> None:
+        event = self._wake.get(queue_id + 1)
+        if event is not None:
+            event.set()
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+        self.persist()
+
+    async def _sleep(self, level: int, seconds: float) -> None:
+        event = self._wake[level]
+        event.clear()
+        try:
+            await asyncio.wait_for(event.wait(), max(0.001, seconds))
+        except TimeoutError:
+            pass
+
+    async def _run_level(self, level: int) -> None:
+        queue_id = level - 1
+        while True:
+            try:
+                wait_s = await self._deliver_due(level, queue_id)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("delay level %d: delivery failed; retrying in 1 s", level)
+                wait_s = 1.0
+            await self._sleep(level, wait_s)
+
+    async def _deliver_due(self, level: int, queue_id: int) -> float:
+        """Deliver what is due at the head of the level's queue; return seconds to sleep."""
+        store = self.b.store
+        offset = self.offsets.get(level, 0)
+        min_offset = store.get_min_offset_in_queue(c.SCHEDULE_TOPIC, queue_id)
+        if offset < min_offset:
+            log.warning("delay level %d: offset %d expired, skipping to %d", level, offset, min_offset)
+            offset = min_offset
+        delivered = 0
+        wait_s = 3600.0
+        while delivered < MAX_BATCH:
+            queue = store.consume_queues.get(c.SCHEDULE_TOPIC, queue_id)
+            entry = queue.get_entry(offset) if queue is not None else None
+            if entry is None:
+                break
+            phys_offset, _size, deliver_ms = entry
+            now_ms = int(time.time() * 1000)
+            # Clamp absurd deliver times (clock moved back): never wait longer than the delay.
+            deliver_ms = min(deliver_ms, now_ms + self.b.delay_levels_ms[level - 1])
+            if deliver_ms > now_ms:
+                wait_s = (deliver_ms - now_ms) / 1000
+                break
+            message = store.look_message_by_offset(phys_offset)
+            if message is not None:
+                real = self._real_message(message)
+                if real is not None:
+                    result = await store.put_message(real)
+                    if not result.ok:
+                        log.warning("delay level %d: re-put failed (%s); retrying", level, result.status.name)
+                        wait_s = 1.0
+                        break
+            offset += 1
+            delivered += 1
+        else:
+            wait_s = 0.0
+        if delivered:
+            self.offsets[level] = offset
+            self._dirty = True
+            await asyncio.to_thread(self.persist)
+        elif self.offsets.get(level) != offset:
+            self.offsets[level] = offset
+            self._dirty = True
+        return wait_s
+
+    def _real_message(self, message: MessageExt) -> InnerMessage | None:
+        props = dict(message.properties)
+        real_topic = props.pop(c.REAL_TOPIC, None)
+        real_qid = props.pop(c.REAL_QID, None)
+        props.pop(c.DELAY, None)
+        if not real_topic or real_qid is None:
+            log.error("delayed message without REAL_TOPIC/REAL_QID dropped: %r", props)
+            return None
+        return InnerMessage(
+            topic=real_topic,
+            queue_id=int(real_qid),
+            body=message.body,
+            flag=message.flag,
+            properties=properties_to_string(props),
+            sysflag=message.sys_flag,
+            born_timestamp=message.born_timestamp,
+            born_host=message.born_host,
+            store_host=(self.b.store_ip, self.b.listen_port),
+            reconsume_times=message.reconsume_times,
+            tags_code=tags_code(props.get(c.TAGS)),
+        )

@@ -1,0 +1,118 @@
+"""``apogee broker``: run a Broker; ``apogee dev``: NameServer + Broker in one process."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+import click
+
+from apogee.broker.config import BrokerConfig
+from apogee.cli.serve import parse_listen, serve, setup_logging
+from apogee.cli.status import ExitStatus
+from apogee.common.config import apply, describe, load_file
+from apogee.errors import ConfigError
+from apogee.remoting.config import RemotingConfig
+from apogee.store.config import StoreConfig
+
+log = logging.getLogger("apogee.cli.broker")
+
+
+def load_broker_conf(path: str | None) -> tuple[BrokerConfig, StoreConfig, RemotingConfig, list[str]]:
+    """Spread one broker.conf over the three config objects; return the keys none knows."""
+    broker, store, remoting = BrokerConfig(), StoreConfig(), RemotingConfig()
+    if not path:
+        return broker, store, remoting, []
+    values = load_file(path)
+    unknown = set(values)
+    for config in (broker, store, remoting):
+        unknown &= set(apply(config, values, strict=False))
+    return broker, store, remoting, sorted(unknown)
+
+
+def _print_config(*configs: object) -> None:
+    for config in configs:
+        for key, value in describe(config):
+            click.echo(f"{key}={value}")
+
+
+@click.command("broker")
+@click.option("--namesrv", "-n", "namesrv", metavar="ADDRS", help="NameServer addresses, 'host:port;host:port' (overrides namesrvAddr).")
+@click.option("--config", "-c", "config_file", type=click.Path(dir_okay=False), help="broker.conf with RocketMQ property names.")
+@click.option("--listen", "-l", default=None, metavar="HOST:PORT", help="Address to serve on (default 0.0.0.0:10911).")
+@click.option("--store-dir", type=click.Path(file_okay=False), help="Store root directory (storePathRootDir).")
+@click.option("--broker-ip", help="IP clients use to reach this broker (brokerIP1); detected when absent.")
+@click.option("--print-config", "-p", is_flag=True, help="Print the effective configuration and exit.")
+@click.option("--log-level", default="INFO", show_default=True)
+def broker_command(
+    namesrv: str | None,
+    config_file: str | None,
+    listen: str | None,
+    store_dir: str | None,
+    broker_ip: str | None,
+    print_config: bool,
+    log_level: str,
+) -> None:
+    """Run a Broker: stores messages and serves producers and consumers."""
+    setup_logging(log_level)
+    try:
+        broker, store, remoting, unknown = load_broker_conf(config_file)
+        if listen:
+            broker.listen_host, broker.listen_port = parse_listen(listen, 10911)
+    except (ConfigError, ValueError) as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(ExitStatus.CONFIG)
+    if unknown:
+        log.warning("ignoring keys of %s that Apogee does not know: %s", config_file, ", ".join(unknown))
+    if namesrv:
+        broker.namesrv_addr = namesrv
+    if store_dir:
+        store.store_path_root_dir = str(Path(store_dir).resolve())
+    if broker_ip:
+        broker.broker_ip1 = broker_ip
+    if print_config:
+        _print_config(broker, store, remoting)
+        return
+    if not broker.namesrv_list():
+        log.warning("no NameServer given (-n or namesrvAddr): clients will not find this broker")
+    sys.exit(run_broker(broker, store, remoting))
+
+
+def run_broker(broker: BrokerConfig, store: StoreConfig, remoting: RemotingConfig) -> ExitStatus:
+    from apogee.broker.controller import BrokerController
+
+    controller = BrokerController(broker, store, remoting)
+
+    async def start() -> str:
+        host, port = await controller.start()
+        return (
+            f"apogee broker ready on {host}:{port} "
+            f"({broker.broker_name}, cluster {broker.broker_cluster_name}, address {controller.broker_addr})"
+        )
+
+    return serve(start, controller.stop)
+
+
+@click.command("dev")
+@click.option("--dir", "directory", default="./apogee-dev", show_default=True, type=click.Path(file_okay=False), help="Where the store and NameServer state live.")
+@click.option("--namesrv-listen", default="127.0.0.1:9876", show_default=True, metavar="HOST:PORT")
+@click.option("--broker-listen", default="127.0.0.1:10911", show_default=True, metavar="HOST:PORT")
+@click.option("--flush", type=click.Choice(["ASYNC_FLUSH", "SYNC_FLUSH"]), default="ASYNC_FLUSH", show_default=True)
+@click.option("--log-level", default="INFO", show_default=True)
+def dev_command(directory: str, namesrv_listen: str, broker_listen: str, flush: str, log_level: str) -> None:
+    """Run a NameServer and a Broker together in one process, for first use and development."""
+    setup_logging(log_level)
+    from apogee.dev import DevCluster
+
+    try:
+        cluster = DevCluster.from_options(Path(directory), namesrv_listen, broker_listen, flush)
+    except (ConfigError, ValueError) as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(ExitStatus.CONFIG)
+
+    async def start() -> str:
+        ns, br = await cluster.start()
+        return f"apogee dev ready on {ns} broker {br} store {cluster.root}"
+
+    sys.exit(serve(start, cluster.stop))

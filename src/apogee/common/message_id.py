@@ -1,0 +1,134 @@
+"""Message ids: the broker's offset id and the client's unique id (reference §5.6).
+
+*Offset msg id*: 32 upper-case hex characters, store host IPv4 (4 bytes) + port (int32) +
+CommitLog offset (int64).  The C++ client decodes it (characters 16..31) to find the half
+message of a transaction, so it must encode the real physical offset.
+
+*UNIQ_KEY*: produced by clients, indexed by the broker, otherwise opaque.  We generate it with
+Java's ``MessageClientIDSetter`` layout: ip4 + pid int16 + a per-process random int32 (Java
+uses a class loader hash) + milliseconds since the start of the current month (int32,
+wrapping) + a counter int16.
+"""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import itertools
+import os
+import random
+import socket
+import struct
+import threading
+import time
+
+_OFFSET_ID = struct.Struct(">4sIq")
+_OFFSET_ID_V6 = struct.Struct(">16sIq")
+_UNIQ_TAIL = struct.Struct(">IH")
+
+ip_bytes_cache: dict[str, bytes] = {}
+
+
+def ip_to_bytes(ip: str | bytes) -> bytes:
+    """IPv4 address as 4 bytes.
+
+    IPv6 peers are mapped to IPv4 (``::ffff:a.b.c.d``) or to 0.0.0.0, because every
+    RocketMQ 4.x client decodes stored hosts as IPv4 only (reference §5.1, broker rule).
+    """
+    if isinstance(ip, bytes):
+        if len(ip) == 4:
+            return ip
+        raise ValueError(f"expected 4 address bytes, got {len(ip)}")
+    cached = ip_bytes_cache.get(ip)
+    if cached is not None:
+        return cached
+    try:
+        packed = socket.inet_aton(ip) if ip.count(".") == 3 else b""
+    except OSError:
+        packed = b""
+    if len(packed) != 4:
+        try:
+            addr = ipaddress.ip_address(ip.strip("[]"))
+        except ValueError:
+            addr = None
+        if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
+            packed = addr.ipv4_mapped.packed
+        elif isinstance(addr, ipaddress.IPv4Address):
+            packed = addr.packed
+        else:
+            packed = b"\x00\x00\x00\x00"
+    if len(ip_bytes_cache) < 4096:
+        ip_bytes_cache[ip] = packed
+    return packed
+
+
+def create_offset_msg_id(store_ip: str | bytes, port: int, commit_log_offset: int) -> str:
+    """The 32-hex offset msg id of a record stored at ``commit_log_offset``."""
+    return _OFFSET_ID.pack(ip_to_bytes(store_ip), port & 0xFFFFFFFF, commit_log_offset).hex().upper()
+
+
+def decode_offset_msg_id(msg_id: str) -> tuple[str, int, int]:
+    """``(ip, port, commit_log_offset)`` of an offset msg id (IPv4: 32 hex, IPv6: 56 hex)."""
+    try:
+        raw = bytes.fromhex(msg_id)
+    except ValueError:
+        raise ValueError(f"not a message id: {msg_id!r}") from None
+    if len(raw) == _OFFSET_ID.size:
+        ip, port, offset = _OFFSET_ID.unpack(raw)
+        return socket.inet_ntoa(ip), port, offset
+    if len(raw) == _OFFSET_ID_V6.size:
+        ip, port, offset = _OFFSET_ID_V6.unpack(raw)
+        return socket.inet_ntop(socket.AF_INET6, ip), port, offset
+    raise ValueError(f"not a message id: {msg_id!r}")
+
+
+def _month_start_ms(now_ms: int) -> tuple[int, int]:
+    """Start of the current month and of the next one, local time, in epoch ms."""
+    now = datetime.datetime.fromtimestamp(now_ms / 1000)
+    start = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    nxt = start.replace(year=start.year + 1, month=1) if start.month == 12 else start.replace(
+        month=start.month + 1
+    )
+    return int(start.timestamp() * 1000), int(nxt.timestamp() * 1000)
+
+
+def _local_ip() -> bytes:
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect(("10.255.255.255", 1))  # no packet is sent for UDP connect
+            return socket.inet_aton(s.getsockname()[0])
+    except Exception:  # no network (or sockets forbidden): any stable value will do
+        return socket.inet_aton("127.0.0.1")
+
+
+class UniqIdGenerator:
+    """Thread-safe generator of UNIQ_KEY values in Java's MessageClientIDSetter layout."""
+
+    def __init__(self, ip: str | bytes | None = None, pid: int | None = None) -> None:
+        ip4 = ip_to_bytes(ip) if ip is not None else _local_ip()
+        pid16 = (os.getpid() if pid is None else pid) & 0xFFFF
+        self._prefix = (ip4 + struct.pack(">HI", pid16, random.getrandbits(32))).hex().upper()
+        self._counter = itertools.count(random.getrandbits(16))
+        self._lock = threading.Lock()
+        self._start_ms, self._next_start_ms = _month_start_ms(int(time.time() * 1000))
+
+    def next_id(self) -> str:
+        now = int(time.time() * 1000)
+        with self._lock:
+            if now >= self._next_start_ms:
+                self._start_ms, self._next_start_ms = _month_start_ms(now)
+            seq = next(self._counter) & 0xFFFF
+            start = self._start_ms
+        tail = _UNIQ_TAIL.pack((now - start) & 0xFFFFFFFF, seq)
+        return self._prefix + tail.hex().upper()
+
+
+_default_generator: UniqIdGenerator | None = None
+
+
+def create_uniq_id() -> str:
+    """A new UNIQ_KEY from the process-wide generator."""
+    global _default_generator
+    if _default_generator is None:
+        _default_generator = UniqIdGenerator()
+    return _default_generator.next_id()

@@ -1,0 +1,47 @@
+"""An embedded NameServer + Broker in one process: ``apogee dev``, the demo and examples."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from apogee.broker.config import BrokerConfig
+from apogee.cli.serve import parse_listen
+from apogee.common.config import apply
+from apogee.namesrv.config import NamesrvConfig
+from apogee.namesrv.server import NameServer
+from apogee.store.config import StoreConfig
+
+
+@dataclass
+class DevCluster:
+    root: Path
+    namesrv: NameServer
+    broker_config: BrokerConfig
+    store_config: StoreConfig
+
+    @classmethod
+    def from_options(cls, root: Path, namesrv_listen: str, broker_listen: str, flush: str = "ASYNC_FLUSH") -> DevCluster:
+        root = root.resolve()
+        ns_config = NamesrvConfig(rocketmq_home=str(root / "namesrv"))
+        ns_config.listen_host, ns_config.listen_port = parse_listen(namesrv_listen, 9876)
+        broker = BrokerConfig(broker_name="broker-a", broker_ip1="127.0.0.1", auto_create_topic_enable=True)
+        broker.listen_host, broker.listen_port = parse_listen(broker_listen, 10911)
+        store = StoreConfig()
+        apply(store, {"storePathRootDir": str(root / "store"), "flushDiskType": flush})
+        return cls(root, NameServer(ns_config), broker, store)
+
+    async def start(self) -> tuple[str, str]:
+        from apogee.broker.controller import BrokerController
+
+        host, port = await self.namesrv.start()
+        self.broker_config.namesrv_addr = f"{'127.0.0.1' if host in ('0.0.0.0', '') else host}:{port}"
+        self.broker = BrokerController(self.broker_config, self.store_config)
+        bhost, bport = await self.broker.start()
+        return f"{host}:{port}", f"{bhost}:{bport}"
+
+    async def stop(self) -> None:
+        broker = getattr(self, "broker", None)
+        if broker is not None:
+            await broker.stop()
+        await self.namesrv.stop()

@@ -1,0 +1,178 @@
+"""Expiry and the disk guard (RocketMQ CleanCommitLogService + CleanConsumeQueueService).
+
+Every ``cleanResourceInterval`` ms:
+
+1. Measure disk use of the store's partition (I/O thread).  Above
+   ``diskSpaceWarningLevelRatio`` puts are refused (DISK_FULL) until use drops again; above
+   ``diskSpaceCleanForciblyRatio`` the oldest files are deleted even if not expired.
+2. At a ``deleteWhen`` hour, or when use passes ``diskMaxUsedSpaceRatio``, or when asked
+   (``request_delete``), delete CommitLog files last modified more than ``fileReservedTime``
+   hours ago, oldest first, at most 10 per pass, stopping at the first one to keep; never the
+   newest file and never a file the dispatcher has not finished with.
+3. Delete ConsumeQueue and index files that only point below the new CommitLog minimum and
+   move each queue's min offset past removed messages.
+
+Only whole files go, from the front: stored data is never rewritten.  Files are taken out of
+their queues on the owner's thread (so no new reader finds them) and unlinked on the I/O
+thread; a mapping with live slices is closed on a later pass.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import shutil
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from apogee.store.mapped_file import MappedFile
+
+if TYPE_CHECKING:
+    from apogee.store.message_store import MessageStore
+
+log = logging.getLogger("apogee.store.cleanup")
+
+DELETE_FILES_BATCH_MAX = 10
+DiskUsage = Callable[[str], float]
+
+
+def disk_used_percent(path: str) -> float:
+    """Used share of the partition holding ``path``, in percent (Java getTotal - getFree).  Blocking."""
+    try:
+        usage = shutil.disk_usage(path)
+    except OSError:
+        return -1.0
+    if usage.total <= 0:
+        return -1.0
+    return (usage.total - usage.free) * 100.0 / usage.total
+
+
+def count_expired(files: list[MappedFile], now_ms: int, reserved_ms: int, force: bool,
+                  dispatched_offset: int) -> int:
+    """How many leading files may go (never the last).  Blocking: reads file mtimes."""
+    count = 0
+    for mf in files[:-1]:
+        if count >= DELETE_FILES_BATCH_MAX or mf.end > dispatched_offset:
+            break
+        if force or now_ms >= mf.last_modified_ms() + reserved_ms:
+            count += 1
+        else:
+            break
+    return count
+
+
+class CleanService:
+    def __init__(self, store: MessageStore, disk_usage: DiskUsage | None = None,
+                 hour_of_day: Callable[[int], int] | None = None) -> None:
+        self._store = store
+        self._config = store.config
+        self._disk_usage = disk_usage or disk_used_percent
+        self._hour_of_day = hour_of_day or (lambda ms: time.localtime(ms / 1000).tm_hour)
+        self._manual = 0
+        self._last_min_offset = -1
+        self.disk_full = False
+        self.clean_immediately = False
+        self.last_usage = 0.0
+        self.deleted_files = 0
+        self._zombies: list[MappedFile] = []
+
+    def request_delete(self, times: int = 20) -> None:
+        """Delete expired files on the next passes regardless of hour (mqadmin deleteExpiredCommitLog)."""
+        self._manual = times
+
+    async def run(self) -> None:
+        interval = self._config.clean_resource_interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self.run_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("cleanup pass failed")
+
+    def _is_delete_hour(self, now_ms: int) -> bool:
+        hour = self._hour_of_day(now_ms)
+        return any(p.strip().isdigit() and int(p) == hour for p in self._config.delete_when.split(";"))
+
+    async def check_disk(self) -> float:
+        """Update the disk-full and clean-immediately flags; returns the use in percent."""
+        store = self._store
+        paths = {str(self._config.commitlog_dir), str(self._config.root)}
+        usages = [await store.io.run(self._disk_usage, p) for p in paths]
+        usage = max(usages)
+        self.last_usage = usage
+        cfg = self._config
+        if usage > cfg.disk_space_warning_level_ratio:
+            if not self.disk_full:
+                log.error("disk %.1f%% used, above %d%%: refusing writes until files are deleted",
+                          usage, cfg.disk_space_warning_level_ratio)
+            self.disk_full = True
+            self.clean_immediately = True
+        else:
+            if self.disk_full:
+                log.warning("disk %.1f%% used: accepting writes again", usage)
+            self.disk_full = False
+            self.clean_immediately = usage > cfg.disk_space_clean_forcibly_ratio
+        return usage
+
+    async def run_once(self, now_ms: int | None = None) -> int:
+        """One pass; returns how many CommitLog files were deleted."""
+        store = self._store
+        cfg = self._config
+        now = store.clock() if now_ms is None else now_ms
+        usage = await self.check_disk()
+        space_to_delete = usage < 0 or usage > cfg.disk_max_used_space_ratio
+        deleted = 0
+        if self._is_delete_hour(now) or space_to_delete or self._manual > 0:
+            if self._manual > 0:
+                self._manual -= 1
+            force = cfg.clean_file_forcibly_enable and self.clean_immediately
+            mfq = store.commitlog.mfq
+            snapshot = list(mfq.files)
+            count = await store.io.run(
+                count_expired, snapshot, now, cfg.file_reserved_time_h * 3_600_000, force,
+                store.dispatcher.offset,
+            )
+            if count and mfq.files[:count] == snapshot[:count]:
+                removed = mfq.remove_front(count)
+                await store.io.run(mfq.destroy_files, removed)
+                deleted = len(removed)
+                self.deleted_files += deleted
+                log.info("deleted %d expired CommitLog file(s) %s; min offset now %d", deleted,
+                         [mf.path.name for mf in removed], mfq.min_offset)
+        await self.clean_logic_files()
+        await store.io.run(store.commitlog.mfq.retry_zombies)
+        return deleted
+
+    async def clean_logic_files(self) -> None:
+        """Drop ConsumeQueue and index files that only point below the CommitLog minimum."""
+        store = self._store
+        min_offset = store.commitlog.min_offset
+        if min_offset <= self._last_min_offset and not self._zombies:
+            return
+        self._last_min_offset = min_offset
+        doomed: list[MappedFile] = []
+        for cq in store.consume_queues.snapshot():
+            n = cq.expired_files(min_offset)
+            if n:
+                doomed.extend(cq.mfq.remove_front(n))
+            cq.correct_min_offset(min_offset)
+        if doomed or self._zombies:
+            self._zombies = await store.io.run(_destroy_all, doomed + self._zombies)
+        index = store.index
+        if index is not None:
+            expired = index.take_expired(min_offset)
+            if expired:
+                await store.io.run(index.destroy_files, expired)
+            await store.io.run(index.retry_zombies)
+
+
+def _destroy_all(files: list[MappedFile]) -> list[MappedFile]:
+    """Delete and unmap; returns the files still mapped by live slices.  Blocking."""
+    left = []
+    for mf in files:
+        if not mf.destroy():
+            left.append(mf)
+    return left

@@ -1,0 +1,363 @@
+"""The CommitLog: every topic's messages appended, in RocketMQ's record format, to one log.
+
+Appends take ``_lock`` (one writer at a time) and do the minimum under it: pick the file
+(rolling to the next one with an end-of-file blank record when the record does not fit),
+assign queue offset, physical offset and store timestamp, pack the 88 fixed bytes into the
+mapping and copy body, topic and properties.  Encoding work that does not depend on those
+three values (topic and properties fields, body CRC) happens before the lock.
+
+Each append also leaves a *dispatch hint* (the fields the dispatcher needs, already known
+here) so that the ConsumeQueue and index are built without decoding the record again.  Hints
+are bounded; when the dispatcher lags too far it decodes from the log instead.  Hint tuple:
+``(phys, size, topic, queue_id, queue_offset, tags_code, store_ts, sysflag, keys, uniq_key,
+properties)``.
+
+Threads: appends and reads on the owner's (event loop) thread; file pre-creation, fdatasync
+and deletion on the I/O thread through the MappedFileQueue.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import struct
+import threading
+import time
+import zlib
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from apogee.common import constants as c
+from apogee.common.java_hash import tags_code as compute_tags_code
+from apogee.common.message_codec import (
+    BLANK_MAGIC_CODE,
+    MESSAGE_MAGIC_CODE,
+    OFF_BODY,
+    RECORD_FIXED,
+    topic_field_cache,
+    get_property,
+    join_properties,
+    properties_field,
+    properties_to_string,
+    read_store_timestamp,
+    topic_field,
+    write_record,
+)
+from apogee.common.message_id import ip_bytes_cache, ip_to_bytes
+from apogee.store.config import StoreConfig
+from apogee.store.inner import InnerBatch, InnerMessage
+from apogee.store.mapped_file import MappedFile
+from apogee.store.mapped_file_queue import MappedFileQueue
+from apogee.store.results import PutResult, PutStatus
+
+log = logging.getLogger("apogee.store.commitlog")
+
+_BLANK = struct.Struct(">ii")
+_SIZE = struct.Struct(">i")
+_I16 = struct.Struct(">h")
+_pack_fixed_into = RECORD_FIXED.pack_into
+_NOT_V6 = ~(c.BORNHOST_V6_FLAG | c.STOREHOSTADDRESS_V6_FLAG)
+_NOT = c.TRANSACTION_NOT_TYPE
+_COMMIT = c.TRANSACTION_COMMIT_TYPE
+_TRAN_MASK = c.TRANSACTION_TYPE_MASK
+_TAGS = c.PROPERTY_TAGS
+_KEYS = c.PROPERTY_KEYS
+_UNIQ = c.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
+_DELAY = c.PROPERTY_DELAY_TIME_LEVEL
+_SCHEDULE = c.SCHEDULE_TOPIC
+
+DEFAULT_HINT_CAPACITY = 200_000
+
+
+def wall_clock_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class CommitLog:
+    def __init__(
+        self,
+        config: StoreConfig,
+        mfq: MappedFileQueue,
+        *,
+        clock: Callable[[], int] = wall_clock_ms,
+        delay_levels_ms: list[int] | None = None,
+    ) -> None:
+        self.config = config
+        self.mfq = mfq
+        self.file_size = mfq.file_size
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._max_body = config.max_message_size
+        self._delay_ms = delay_levels_ms or c.parse_delay_levels(config.message_delay_level)
+        self.topic_queue_table: dict[tuple[str, int], int] = {}
+        self.last_store_ts = 0
+        self.hints: collections.deque[tuple[Any, ...]] = collections.deque()
+        self.hint_capacity = DEFAULT_HINT_CAPACITY
+        self.index_enabled = config.message_index_enable
+        self._populate_step = config.populate_ahead_bytes
+        self._populate_end = 0  # position in the last file up to which population was requested
+        self._populate_mark = 0  # write position that triggers the next request
+
+    # --- offsets ---------------------------------------------------------------------------
+
+    @property
+    def min_offset(self) -> int:
+        return self.mfq.min_offset
+
+    @property
+    def max_offset(self) -> int:
+        """Offset just past the last appended byte (the next record's offset)."""
+        return self.mfq.max_offset
+
+    @property
+    def flushed_offset(self) -> int:
+        return self.mfq.flushed_offset
+
+    def roll_next_file(self, offset: int) -> int:
+        return offset + self.file_size - offset % self.file_size
+
+    # --- appends -------------------------------------------------------------------------------
+
+    def _schedule_tags(self, props: str | None, store_ts: int) -> int:
+        """SCHEDULE_TOPIC tagsCode: the deliver time (RocketMQ computeDeliverTimestamp)."""
+        try:
+            level = int(props) if props else 0
+        except ValueError:
+            level = 0
+        if 0 < level <= len(self._delay_ms):
+            return store_ts + self._delay_ms[level - 1]
+        return store_ts + 1000
+
+    def put_message(self, msg: InnerMessage) -> PutResult:
+        """Append one record.  Owner thread; never blocks except to roll into a new file.
+
+        Written flat on purpose: this is the hottest path of the broker (one pack_into for the
+        fixed fields, crc32, three slice copies into the mapping).
+        """
+        body = msg.body
+        body_len = len(body)
+        if body_len > self._max_body:
+            log.warning("message body of %d bytes exceeds maxMessageSize", body_len)
+            return PutResult(PutStatus.MESSAGE_ILLEGAL)
+        topic = msg.topic
+        tf = topic_field_cache.get(topic)
+        if tf is None:
+            try:
+                tf = topic_field(topic)
+            except ValueError:
+                return PutResult(PutStatus.MESSAGE_ILLEGAL)
+        props = msg.properties
+        tags = msg.tags_code
+        keys = uniq = None
+        if props.__class__ is str:
+            pstr = props
+            if pstr:
+                if tags is None:
+                    tags = compute_tags_code(get_property(pstr, _TAGS))
+                if self.index_enabled:
+                    keys = get_property(pstr, _KEYS)
+                    uniq = get_property(pstr, _UNIQ)
+            elif tags is None:
+                tags = 0
+        else:
+            pstr = properties_to_string(props)  # type: ignore[arg-type]
+            if tags is None:
+                tags = compute_tags_code(props.get(_TAGS))  # type: ignore[union-attr]
+            keys = props.get(_KEYS)  # type: ignore[union-attr]
+            uniq = props.get(_UNIQ)  # type: ignore[union-attr]
+        praw = pstr.encode("utf-8")
+        props_len = len(praw)
+        if props_len > c.MAX_PROPERTIES_LENGTH:
+            return PutResult(PutStatus.PROPERTIES_SIZE_EXCEEDED)
+        tail = tf + _I16.pack(props_len) + praw
+        total = OFF_BODY + body_len + len(tail)
+        if total + 8 > self.file_size:
+            return PutResult(PutStatus.MESSAGE_ILLEGAL)
+        crc = zlib.crc32(body) & 0x7FFFFFFF
+        born_host = msg.born_host
+        store_host = msg.store_host
+        born_ip = ip_bytes_cache.get(born_host[0]) or ip_to_bytes(born_host[0])
+        store_ip = ip_bytes_cache.get(store_host[0]) or ip_to_bytes(store_host[0])
+        store_port = store_host[1]
+        sysflag = msg.sysflag & _NOT_V6
+        tran = sysflag & _TRAN_MASK
+        queue_id = msg.queue_id
+        with self._lock:
+            files = self.mfq.files
+            mf = files[-1] if files else None
+            if mf is None or mf.wrote + total + 8 > mf.size:
+                mf = self._roll_locked()
+                if mf is None:
+                    return PutResult(PutStatus.CREATE_MAPPED_FILE_FAILED)
+            pos = mf.wrote
+            if pos + total > self._populate_mark:
+                self._populate_ahead_locked(mf)
+            phys = mf.start + pos
+            now = self._clock()
+            if now < self.last_store_ts:
+                now = self.last_store_ts  # store times never go backwards (recovery relies on it)
+            self.last_store_ts = now
+            if tran == _NOT or tran == _COMMIT:
+                key = (topic, queue_id)
+                qoff = self.topic_queue_table.get(key, 0)
+                self.topic_queue_table[key] = qoff + 1
+            else:
+                qoff = 0  # PREPARED / ROLLBACK: no ConsumeQueue entry (RocketMQ's rule)
+            mm = mf.mm
+            _pack_fixed_into(
+                mm, pos, total, MESSAGE_MAGIC_CODE, crc, queue_id, msg.flag, qoff, phys, sysflag,
+                msg.born_timestamp, born_ip, born_host[1], now, store_ip, store_port,
+                msg.reconsume_times, msg.prepared_transaction_offset, body_len,
+            )
+            p = pos + OFF_BODY
+            mm[p : p + body_len] = body
+            p += body_len
+            mm[p : pos + total] = tail
+            mf.wrote = pos + total
+            if topic == _SCHEDULE:
+                tags = self._schedule_tags(get_property(pstr, _DELAY), now)
+            hints = self.hints
+            if len(hints) < self.hint_capacity:
+                hints.append((phys, total, topic, queue_id, qoff, tags, now, sysflag, keys, uniq, pstr))
+        return PutResult(PutStatus.PUT_OK, phys, total, qoff, now, 1, store_ip, store_port)
+
+    def _populate_ahead_locked(self, mf: MappedFile) -> None:
+        """Ask the I/O thread to fault in the next window of the file being written."""
+        step = self._populate_step
+        executor = self.mfq.executor
+        if step <= 0 or executor is None:
+            self._populate_mark = 1 << 62
+            return
+        begin = max(self._populate_end, mf.wrote)
+        end = min(begin + step, mf.size)
+        if end > begin:
+            executor.submit(mf.populate, begin, end)
+        self._populate_end = end
+        self._populate_mark = end - step // 2 if end < mf.size else 1 << 62
+
+    def put_messages(self, batch: InnerBatch) -> PutResult:
+        """Append a batch as contiguous records in one file with consecutive queue offsets."""
+        if not batch.items:
+            return PutResult(PutStatus.MESSAGE_ILLEGAL)
+        sysflag = batch.sysflag & ~(c.BORNHOST_V6_FLAG | c.STOREHOSTADDRESS_V6_FLAG)
+        if sysflag & _TRAN_MASK != _NOT:
+            return PutResult(PutStatus.MESSAGE_ILLEGAL)  # no transactional batches (RocketMQ)
+        bprops = batch.properties
+        batch_pstr = bprops if isinstance(bprops, str) else properties_to_string(bprops)
+        if get_property(batch_pstr, _DELAY):
+            return PutResult(PutStatus.MESSAGE_ILLEGAL)  # no delayed batches (RocketMQ)
+        try:
+            tf = topic_field(batch.topic)
+        except ValueError:
+            return PutResult(PutStatus.MESSAGE_ILLEGAL)
+        encoded: list[tuple[Any, ...]] = []
+        batch_total = 0
+        for flag, body, item_props in batch.items:
+            if len(body) > self._max_body:
+                return PutResult(PutStatus.MESSAGE_ILLEGAL)
+            pstr = join_properties(item_props, batch_pstr)
+            try:
+                pf = properties_field(pstr)
+            except ValueError:
+                return PutResult(PutStatus.PROPERTIES_SIZE_EXCEEDED)
+            total = OFF_BODY + len(body) + len(tf) + len(pf)
+            tags = compute_tags_code(get_property(pstr, _TAGS))
+            keys = get_property(pstr, _KEYS) if self.index_enabled else None
+            uniq = get_property(pstr, _UNIQ) if self.index_enabled else None
+            encoded.append((flag, body, pf, total, zlib.crc32(body) & 0x7FFFFFFF, tags, keys, uniq, pstr))
+            batch_total += total
+        if batch_total + 8 > self.file_size:
+            return PutResult(PutStatus.MESSAGE_ILLEGAL)
+        born_ip = ip_to_bytes(batch.born_host[0])
+        born_port = batch.born_host[1]
+        store_ip = ip_to_bytes(batch.store_host[0])
+        store_port = batch.store_host[1]
+        topic, queue_id = batch.topic, batch.queue_id
+        offsets: list[int] = []
+        with self._lock:
+            mf = self.mfq.files[-1] if self.mfq.files else None
+            if mf is None or mf.wrote + batch_total + 8 > mf.size:
+                mf = self._roll_locked()
+                if mf is None:
+                    return PutResult(PutStatus.CREATE_MAPPED_FILE_FAILED)
+            now = max(self._clock(), self.last_store_ts)
+            self.last_store_ts = now
+            key = (topic, queue_id)
+            first_qoff = qoff = self.topic_queue_table.get(key, 0)
+            pos = mf.wrote
+            first_phys = mf.start + pos
+            mm = mf.mm
+            room = len(self.hints) < self.hint_capacity - len(encoded)
+            for flag, body, pf, total, crc, tags, keys, uniq, pstr in encoded:
+                phys = mf.start + pos
+                write_record(
+                    mm, pos, total, crc, queue_id, flag, qoff, phys, sysflag,
+                    batch.born_timestamp, born_ip, born_port, now, store_ip, store_port,
+                    batch.reconsume_times, 0, body, tf, pf,
+                )
+                if room:
+                    self.hints.append(
+                        (phys, total, topic, queue_id, qoff, tags, now, sysflag, keys, uniq, pstr)
+                    )
+                offsets.append(phys)
+                pos += total
+                qoff += 1
+            mf.wrote = pos
+            self.topic_queue_table[key] = qoff
+        return PutResult(
+            PutStatus.PUT_OK, first_phys, batch_total, first_qoff, now, len(encoded),
+            store_ip, store_port, offsets,
+        )
+
+    def _roll_locked(self) -> MappedFile | None:
+        """Close the current file with a blank record and start the next; None on failure."""
+        last = self.mfq.files[-1] if self.mfq.files else None
+        if last is not None and last.wrote < last.size:
+            remaining = last.size - last.wrote
+            _BLANK.pack_into(last.mm, last.wrote, remaining, BLANK_MAGIC_CODE)
+            last.wrote = last.size
+        start = last.end if last is not None else self.mfq.min_offset
+        try:
+            mf = self.mfq.add_file(start)
+        except OSError as exc:
+            log.error("cannot create CommitLog file at offset %d: %s", start, exc)
+            return None
+        self._populate_end = 0
+        self._populate_mark = 0
+        return mf
+
+    # --- reads ---------------------------------------------------------------------------------
+
+    def get_message(self, phys: int, size: int) -> memoryview | None:
+        """Zero-copy slice of the record at ``phys``; None if it is gone or not written."""
+        mf = self.mfq.find(phys)
+        if mf is None:
+            return None
+        pos = phys - mf.start
+        if pos + size > mf.wrote:
+            return None
+        return mf.view[pos : pos + size]
+
+    def get_record(self, phys: int) -> memoryview | None:
+        """The record at ``phys`` with its size read from its TOTALSIZE field."""
+        mf = self.mfq.find(phys)
+        if mf is None:
+            return None
+        pos = phys - mf.start
+        if pos + 8 > mf.wrote:
+            return None
+        (size,) = _SIZE.unpack_from(mf.mm, pos)
+        if size <= 0 or pos + size > mf.wrote:
+            return None
+        return mf.view[pos : pos + size]
+
+    def pickup_store_timestamp(self, phys: int, size: int) -> int:
+        """STORETIMESTAMP of the record at ``phys``, or -1 if it is not readable."""
+        mf = self.mfq.find(phys)
+        if mf is None or phys - mf.start + min(size, 64) > mf.wrote:
+            return -1
+        return read_store_timestamp(mf.mm, phys - mf.start)
+
+    def rebuild_topic_queue_table(self, table: Mapping[tuple[str, int], int]) -> None:
+        with self._lock:
+            self.topic_queue_table = dict(table)

@@ -1,0 +1,196 @@
+"""The dispatcher (RocketMQ's ReputMessageService): CommitLog -> ConsumeQueues and index.
+
+It walks the CommitLog in order from ``offset`` up to a limit the store chooses: the written
+end under ASYNC_FLUSH, the *flushed* end under SYNC_FLUSH, so a consumer never sees a message
+that a crash could take back (user-asks C-1).
+
+Where it runs: on the owner's event loop, in bounded batches, not in a thread.  Dispatch is
+pure Python work; with the GIL a second thread adds no parallelism, and a CPU-bound thread next
+to an event loop makes every loop syscall wait for the GIL (the convoy effect), hurting the
+broker's network path far more than it helps.  A batch that needs a new ConsumeQueue or index
+file stops and returns a ``FileNeed``; the driver creates the file on the I/O thread and calls
+again (the record is retried; puts are idempotent).
+
+Each record comes from the append's *hint* when one is queued for its offset (no decoding),
+else it is decoded from the mapped CommitLog (after recovery, or when hints overflowed).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import struct
+from collections.abc import Callable
+from typing import Any
+
+from apogee.common import constants as c
+from apogee.common.java_hash import tags_code as compute_tags_code
+from apogee.common.message_codec import BLANK_MAGIC_CODE, get_property, read_dispatch_fields
+from apogee.store.commitlog import CommitLog
+from apogee.store.consume_queue import ConsumeQueue, ConsumeQueueTable
+from apogee.store.index_service import IndexService
+from apogee.store.mapped_file import MappedFile
+
+log = logging.getLogger("apogee.store.dispatch")
+
+ArrivalListener = Callable[[str, int, int, int, str], None]
+"""``cb(topic, queue_id, max_offset, tags_code, properties)``; ``properties`` is the raw
+properties string (parse it with ``message_codec.parse_properties`` if needed)."""
+
+_SIZE_MAGIC = struct.Struct(">ii")
+_NOT = c.TRANSACTION_NOT_TYPE
+_COMMIT = c.TRANSACTION_COMMIT_TYPE
+_ROLLBACK = c.TRANSACTION_ROLLBACK_TYPE
+
+
+class FileNeed:
+    """A file the dispatcher must have before it can go on."""
+
+    __slots__ = ("create", "attach", "what")
+
+    def __init__(self, create: Callable[[], Any], attach: Callable[[Any], None], what: str) -> None:
+        self.create = create  # blocking: run on the I/O thread
+        self.attach = attach  # owner thread
+        self.what = what
+
+    def __repr__(self) -> str:
+        return f"FileNeed({self.what})"
+
+
+DONE = "done"  # caught up with the limit
+MORE = "more"  # batch budget used; call again after yielding
+
+
+class Dispatcher:
+    def __init__(
+        self,
+        commitlog: CommitLog,
+        queues: ConsumeQueueTable,
+        index: IndexService | None,
+        *,
+        clock: Callable[[], int],
+    ) -> None:
+        self.commitlog = commitlog
+        self.queues = queues
+        self.index = index
+        self.clock = clock
+        self.offset = 0
+        self.last_store_ts = 0  # store time of the last dispatched record
+        self.listeners: list[ArrivalListener] = []
+        self.dispatched = 0
+
+    def _schedule_tags(self, props: str, store_ts: int) -> int:
+        return self.commitlog._schedule_tags(get_property(props, c.PROPERTY_DELAY_TIME_LEVEL), store_ts)
+
+    def _cq_need(self, cq: ConsumeQueue, queue_offset: int) -> FileNeed:
+        start = cq.file_start_for(queue_offset)
+        create = functools.partial(MappedFile.create, cq.mfq.path_for(start), start,
+                                   cq.mfq.file_size, preallocate=cq.mfq.preallocate)
+        return FileNeed(create, lambda mf: cq.attach(mf, queue_offset),
+                        f"consume queue {cq.topic}-{cq.queue_id} file {start}")
+
+    def _index_need(self) -> FileNeed:
+        index = self.index
+        assert index is not None
+        path = index.new_file_path(self.clock())
+        return FileNeed(functools.partial(index.create_file, path), index.attach,
+                        f"index file {path.name}")
+
+    def dispatch(self, limit: int, max_records: int, notify: bool = True) -> str | FileNeed:
+        """Dispatch records in [offset, limit), at most ``max_records``.  Owner thread.
+
+        Returns DONE, MORE or the FileNeed that stopped it.
+        """
+        clog = self.commitlog
+        hints = clog.hints
+        queues = self.queues.queues
+        index = self.index
+        notes: list[tuple[str, int, int, int, str]] | None = [] if notify and self.listeners else None
+        pos = self.offset
+        done = 0
+        result: str | FileNeed = DONE
+        try:
+            while pos < limit:
+                if done >= max_records:
+                    result = MORE
+                    break
+                hint = hints[0] if hints else None
+                if hint is not None and hint[0] == pos:
+                    phys, size, topic, qid, qoff, tags, ts, sysflag, keys, uniq, pstr = hint
+                else:
+                    while hints and hints[0][0] < pos:
+                        hints.popleft()
+                    hint = None
+                    mf = clog.mfq.find(pos)
+                    if mf is None:
+                        if pos < clog.min_offset:
+                            log.warning("dispatch offset %d below CommitLog min; skipping ahead", pos)
+                            pos = clog.min_offset
+                            continue
+                        break
+                    rel = pos - mf.start
+                    if rel >= mf.wrote:
+                        if mf.wrote >= mf.size:
+                            pos = mf.end
+                            continue
+                        break
+                    total, magic = _SIZE_MAGIC.unpack_from(mf.mm, rel)
+                    if magic == BLANK_MAGIC_CODE:
+                        pos = mf.end
+                        continue
+                    f = read_dispatch_fields(mf.mm, rel)
+                    phys, size, topic, qid, qoff, sysflag, ts, pstr = (
+                        pos, f.size, f.topic, f.queue_id, f.queue_offset, f.sysflag,
+                        f.store_timestamp, f.properties,
+                    )
+                    if topic == c.SCHEDULE_TOPIC:
+                        tags = self._schedule_tags(pstr, ts)
+                    else:
+                        tags = compute_tags_code(get_property(pstr, c.PROPERTY_TAGS)) if pstr else 0
+                    keys = get_property(pstr, c.PROPERTY_KEYS) if index is not None and pstr else None
+                    uniq = (get_property(pstr, c.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+                            if index is not None and pstr else None)
+                tran = sysflag & 0xC
+                if tran == _NOT or tran == _COMMIT:
+                    cq = queues.get((topic, qid))
+                    if cq is None:
+                        cq = self.queues.get_or_create(topic, qid)
+                    if not cq.put(phys, size, tags, qoff):
+                        result = self._cq_need(cq, qoff)
+                        break
+                    if notes is not None:
+                        notes.append((topic, qid, qoff + 1, tags, pstr))
+                if index is not None and tran != _ROLLBACK and (keys or uniq):
+                    if not index.build(topic, keys, uniq, phys, ts):
+                        result = self._index_need()
+                        break
+                if hint is not None:
+                    hints.popleft()
+                pos = phys + size
+                self.last_store_ts = ts
+                done += 1
+        finally:
+            self.offset = pos
+            self.dispatched += done
+        if notes:
+            self._notify(notes)
+        return result
+
+    def _notify(self, notes: list[tuple[str, int, int, int, str]]) -> None:
+        for listener in list(self.listeners):
+            for topic, qid, max_offset, tags, props in notes:
+                try:
+                    listener(topic, qid, max_offset, tags, props)
+                except Exception:  # a faulty listener must not stop dispatching
+                    log.exception("arrival listener %r failed", listener)
+
+    def dispatch_all_inline(self, limit: int) -> int:
+        """Dispatch up to ``limit`` creating files in place (startup, I/O thread).  Blocking."""
+        before = self.dispatched
+        while True:
+            result = self.dispatch(limit, 1 << 30, notify=False)
+            if isinstance(result, FileNeed):
+                result.attach(result.create())
+                continue
+            if result == DONE:
+                return self.dispatched - before

@@ -1,0 +1,245 @@
+"""One fixed-size, memory-mapped segment file, named by the global offset of its first byte.
+
+Threads: ``create``/``open_existing``, ``flush`` (fdatasync), ``destroy`` and ``advise_cold``
+block and run on the store's I/O thread; appends (slice assignment into ``mm``) and reads
+(``slice``) run on the owner's thread.  ``wrote`` is advanced only *after* the bytes are in
+the mapping, so a flusher that reads ``wrote`` and then fdatasyncs covers every byte below it.
+
+Why fdatasync and not ``mmap.flush``: CPython's ``mmap.flush`` holds the GIL during msync,
+stalling the event loop; on Linux fdatasync of the file writes back pages dirtied through a
+shared mapping just the same, and releases the GIL.
+
+Lifetime: readers receive ``memoryview`` slices of the mapping (zero copy).  While one is
+alive the mapping cannot be closed (CPython raises BufferError), so ``destroy`` unlinks the
+file at once but may leave the mapping open; the owner retries ``close`` later.  A slice
+therefore stays valid even after its file is deleted.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import logging
+import mmap
+import os
+from pathlib import Path
+
+log = logging.getLogger("apogee.store.mapped_file")
+
+OS_PAGE_SIZE = 4096
+_ZERO_CHUNK = bytes(1 << 20)
+
+# madvise through ctypes: unlike mmap.madvise it releases the GIL while the kernel works.
+_MADV_WILLNEED = 3
+_MADV_POPULATE_READ = 22  # Linux >= 5.14
+try:
+    _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    _madvise = _libc.madvise
+    _madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    _madvise.restype = ctypes.c_int
+except (OSError, AttributeError):  # pragma: no cover - not Linux/glibc
+    _madvise = None
+_populate_advice = _MADV_POPULATE_READ
+
+
+def _buffer_address(mm: mmap.mmap) -> int:
+    holder = ctypes.c_char.from_buffer(mm)
+    try:
+        return ctypes.addressof(holder)
+    finally:
+        del holder  # drop the buffer export at once, or the mapping could never close
+
+
+def file_name(offset: int) -> str:
+    """RocketMQ's ``offset2FileName``: 20-digit zero-padded decimal."""
+    return f"{offset:020d}"
+
+
+class MappedFile:
+    __slots__ = ("path", "start", "size", "fd", "mm", "view", "wrote", "flushed", "closed",
+                 "populated", "_address")
+
+    def __init__(self, path: Path, start: int, size: int, fd: int, mm: mmap.mmap) -> None:
+        self.path = path
+        self.start = start
+        self.size = size
+        self.fd = fd
+        self.mm = mm
+        self.view = memoryview(mm)
+        self.wrote = 0  # bytes of valid data from the file start
+        self.flushed = 0  # bytes known to be on disk
+        self.closed = False
+        self.populated = 0  # bytes from the start whose pages were faulted in ahead of writes
+        self._address = 0
+
+    # --- creation (I/O thread) --------------------------------------------------------------
+
+    @classmethod
+    def create(cls, path: Path, start: int, size: int, *, preallocate: bool = True) -> MappedFile:
+        """Create (or reuse an empty) file of ``size`` bytes and map it.  Blocking.
+
+        With ``preallocate`` the blocks are reserved with posix_fallocate: on a full disk the
+        creation fails here with OSError(ENOSPC) instead of a later write into the mapping
+        killing the process with SIGBUS.
+        """
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            if os.fstat(fd).st_size != size:
+                os.ftruncate(fd, size)
+            if preallocate:
+                try:
+                    os.posix_fallocate(fd, 0, size)
+                except OSError as exc:
+                    if exc.errno not in (95, 22):  # EOPNOTSUPP / EINVAL: fs cannot, go sparse
+                        raise
+            mm = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        except BaseException:
+            os.close(fd)
+            if os.path.exists(path) and os.path.getsize(path) in (0, size):
+                _unlink_quietly(path)
+            raise
+        return cls(path, start, size, fd, mm)
+
+    @classmethod
+    def open_existing(cls, path: Path, start: int, size: int) -> MappedFile:
+        """Map a file found at startup; ``wrote``/``flushed`` are set later by recovery."""
+        fd = os.open(path, os.O_RDWR)
+        try:
+            actual = os.fstat(fd).st_size
+            if actual != size:
+                if actual > size:
+                    raise OSError(f"{path}: size {actual} differs from configured {size}")
+                os.ftruncate(fd, size)  # a short file (crash during creation): extend with zeros
+            mm = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        except BaseException:
+            os.close(fd)
+            raise
+        return cls(path, start, size, fd, mm)
+
+    # --- state ------------------------------------------------------------------------------
+
+    @property
+    def end(self) -> int:
+        """Global offset just past this file."""
+        return self.start + self.size
+
+    @property
+    def is_full(self) -> bool:
+        return self.wrote >= self.size
+
+    @property
+    def wrote_offset(self) -> int:
+        return self.start + self.wrote
+
+    def slice(self, pos: int, size: int) -> memoryview:
+        """Zero-copy view of ``size`` bytes at file position ``pos``."""
+        return self.view[pos : pos + size]
+
+    def last_modified_ms(self) -> int:
+        try:
+            return int(os.stat(self.path).st_mtime * 1000)
+        except OSError:
+            return 0
+
+    # --- blocking operations (I/O thread) ------------------------------------------------------
+
+    def flush(self) -> int:
+        """fdatasync the file; returns the position now known durable.  Blocking."""
+        target = self.wrote
+        if target > self.flushed and not self.closed:
+            os.fdatasync(self.fd)
+            self.flushed = target
+        return self.flushed
+
+    def zero_range(self, begin: int, end: int) -> None:
+        """Overwrite ``[begin, end)`` with zeros (recovery clears torn tails)."""
+        pos = begin
+        while pos < end:
+            n = min(len(_ZERO_CHUNK), end - pos)
+            self.mm[pos : pos + n] = _ZERO_CHUNK[:n]
+            pos += n
+
+    def last_nonzero(self, begin: int) -> int:
+        """Position just past the last non-zero byte at or after ``begin`` (``begin`` if none).
+
+        Scans backwards in 1 MiB chunks with C-speed comparisons; used by recovery to report
+        how many bytes a truncation drops and to clear them.
+        """
+        pos = self.size
+        while pos > begin:
+            low = max(begin, pos - len(_ZERO_CHUNK))
+            chunk = self.view[low:pos]
+            try:
+                if chunk != _ZERO_CHUNK[: pos - low]:
+                    data = bytes(chunk).rstrip(b"\x00")
+                    return low + len(data)
+            finally:
+                chunk.release()
+            pos = low
+        return begin
+
+    def populate(self, begin: int, end: int) -> None:
+        """Fault pages ``[begin, end)`` into the page cache ahead of the writer.  Blocking.
+
+        Allocating a page-cache page on first touch is the dominant cost of a write into a
+        fresh mapping (~3 us per KiB on the reference VM).  MADV_POPULATE_READ on the I/O
+        thread, with the GIL released, takes it off the appending thread, which then only
+        takes a cheap write-protect fault.  Read-populating does not dirty pages, so nothing
+        is written twice.  Falls back to MADV_WILLNEED on older kernels.
+        """
+        global _populate_advice
+        if _madvise is None or self.closed:
+            return
+        begin -= begin % OS_PAGE_SIZE
+        end = min(end, self.size)
+        if end <= begin:
+            return
+        if not self._address:
+            self._address = _buffer_address(self.mm)
+        if _madvise(self._address + begin, end - begin, _populate_advice) != 0:
+            errno = ctypes.get_errno()
+            if _populate_advice == _MADV_POPULATE_READ and errno == 22:  # EINVAL: old kernel
+                _populate_advice = _MADV_WILLNEED
+                _madvise(self._address + begin, end - begin, _populate_advice)
+            else:
+                log.debug("madvise populate failed: errno %d", errno)
+        self.populated = max(self.populated, end)
+
+    def advise_cold(self) -> None:
+        """Drop this mapping's resident pages (the page cache keeps them); RSS stays flat."""
+        if not self.closed:
+            try:
+                self.mm.madvise(mmap.MADV_DONTNEED)
+            except (OSError, ValueError, AttributeError):
+                pass
+
+    def close(self) -> bool:
+        """Unmap and close.  False while slices are still exported (call again later)."""
+        if self.closed:
+            return True
+        self.view.release()
+        try:
+            self.mm.close()
+        except BufferError:
+            return False
+        os.close(self.fd)
+        self.closed = True
+        return True
+
+    def destroy(self) -> bool:
+        """Delete the file and unmap it; False if the unmap has to wait for live slices."""
+        _unlink_quietly(self.path)
+        return self.close()
+
+    def __repr__(self) -> str:
+        return f"MappedFile({self.path.name}, wrote={self.wrote}, flushed={self.flushed})"
+
+
+def _unlink_quietly(path: Path) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        log.warning("cannot delete %s: %s", path, exc)

@@ -1,0 +1,501 @@
+"""MessageStore: the façade the broker owns (RocketMQ DefaultMessageStore).
+
+Threads and ownership.  The store belongs to one asyncio event loop: ``start`` binds it, and
+every public method must be called on that loop's thread.  Blocking disk work (recovery,
+fdatasync, file creation and deletion, disk checks) runs on the store's single I/O thread.
+Background work on the loop: the dispatcher task, the flush tasks and the cleanup task.
+
+Durability.  ASYNC_FLUSH: a put returns once its bytes are in the mapping (page cache).
+SYNC_FLUSH: ``put_message`` returns after an fsync covers the record (group commit), and only
+fsynced records are dispatched, i.e. visible to consumers and queries.
+
+Crash invariants (``docs/store.md``): the CommitLog is a clean prefix after recovery; every
+ConsumeQueue entry and index hit points at a valid record of that prefix; the topic-queue
+offsets continue from the ConsumeQueues.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import logging
+import os
+from collections.abc import Callable
+from typing import Any
+
+from apogee.common.message import MessageExt
+from apogee.errors import StoreError
+from apogee.store.checkpoint import StoreCheckpoint
+from apogee.store.cleanup import CleanService, DiskUsage
+from apogee.store.commitlog import CommitLog, wall_clock_ms
+from apogee.store.config import FlushDiskType, StoreConfig
+from apogee.store.consume_queue import ConsumeQueueTable
+from apogee.store.dispatch import DONE, MORE, ArrivalListener, Dispatcher, FileNeed
+from apogee.store.flush import GroupCommit, PeriodicFlush
+from apogee.store.index_service import IndexService
+from apogee.store.inner import InnerBatch, InnerMessage
+from apogee.store.io_thread import IOThread
+from apogee.store.mapped_file_queue import MappedFileQueue
+from apogee.store.reads import StoreReader
+from apogee.store.recovery import RecoveryReport, recover_commitlog
+from apogee.store.results import GetResult, MessageFilter, PutResult, PutStatus, QueryResult
+
+log = logging.getLogger("apogee.store.message_store")
+
+DISPATCH_BATCH = 2048
+
+NO_LIMIT = 1 << 62
+
+
+class MessageStore:
+    """CommitLog + ConsumeQueues + index with their background services.
+
+    Lifecycle: ``store = MessageStore(config)``; ``await store.start()`` (recovers, binds the
+    running loop); use; ``await store.shutdown()`` (flushes, dispatches the rest, removes the
+    ``abort`` file).  Also an async context manager.  ``clock`` (epoch ms), ``disk_usage``
+    (percent used for a path) and ``hour_of_day`` are injectable for tests.
+    """
+
+    def __init__(
+        self,
+        config: StoreConfig,
+        *,
+        clock: Callable[[], int] | None = None,
+        disk_usage: DiskUsage | None = None,
+        hour_of_day: Callable[[int], int] | None = None,
+    ) -> None:
+        config.validate()
+        self.config = config
+        self.clock = clock or wall_clock_ms
+        self.io = IOThread()
+        pre = config.preallocate_mapped_files
+        mfq = MappedFileQueue(config.commitlog_dir, config.mapped_file_size_commitlog,
+                              preallocate=pre, executor=self.io.executor)
+        self.commitlog = CommitLog(config, mfq, clock=self.clock)
+        self.consume_queues = ConsumeQueueTable(config.consume_queue_dir,
+                                                config.mapped_file_size_consume_queue,
+                                                preallocate=pre)
+        self.index: IndexService | None = None
+        if config.message_index_enable:
+            self.index = IndexService(config.index_dir, config.max_hash_slot_num,
+                                      config.max_index_num, config.max_msgs_num_batch,
+                                      preallocate=pre)
+        self.dispatcher = Dispatcher(self.commitlog, self.consume_queues, self.index,
+                                     clock=self.clock)
+        self.reader = StoreReader(config, self.commitlog, self.consume_queues, self.index)
+        self.checkpoint = StoreCheckpoint(config.checkpoint_path)
+        self.cleaner = CleanService(self, disk_usage, hour_of_day)
+        self.sync_flush = config.flush_disk_type is FlushDiskType.SYNC_FLUSH
+        self.recovery: RecoveryReport | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._group: GroupCommit | None = None
+        self._periodic: PeriodicFlush | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._dispatch_event: asyncio.Event | None = None
+        self._flushed = 0  # CommitLog offset known durable (SYNC_FLUSH dispatch limit)
+        self._running = False
+        self._accepting = False
+        self._io_failed = False
+        self._lock_fd: int | None = None
+
+    # --- lifecycle -----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        if self._loop is not None:
+            raise StoreError("store already started")
+        self._loop = asyncio.get_running_loop()
+        try:
+            self.recovery = await self.io.run(self._load_blocking)
+        except BaseException:
+            await self.io.run(self._close_blocking, False)
+            self.io.shutdown()
+            raise
+        self._flushed = self.commitlog.flushed_offset
+        self._dispatch_event = asyncio.Event()
+        on_flushed, on_error = self._on_commitlog_flushed, self._on_flush_error
+        if self.sync_flush:
+            self._group = GroupCommit(self._loop, self.io, self.commitlog,
+                                      self.config.sync_flush_timeout_ms, on_flushed, on_error)
+        else:
+            self._periodic = PeriodicFlush(self._loop, self.io, self.commitlog, self.config,
+                                           on_flushed, on_error)
+        self._running = True
+        await self.cleaner.check_disk()
+        self._update_accepting()
+        self._spawn(self._dispatch_loop(), "dispatch")
+        if self._periodic is not None:
+            self._spawn(self._periodic.run(), "commitlog-flush")
+        self._spawn(self._logic_flush_loop(), "logic-flush")
+        self._spawn(self._cleanup_loop(), "cleanup")
+
+    def _spawn(self, coro: Any, name: str) -> None:
+        task = asyncio.get_running_loop().create_task(coro, name=f"apogee-store-{name}")
+        self._tasks.append(task)
+
+    def _load_blocking(self) -> RecoveryReport:
+        """Lock, load every file, recover, re-dispatch, create ``abort``.  Blocking."""
+        cfg = self.config
+        cfg.root.mkdir(parents=True, exist_ok=True)
+        cfg.commitlog_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(cfg.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise StoreError(f"store {cfg.root} is locked by another process") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, b"lock")
+        self._lock_fd = fd
+        clean = not cfg.abort_path.exists()
+        self.checkpoint.load()
+        self.commitlog.mfq.load()
+        report = recover_commitlog(
+            self.commitlog.mfq, clean_shutdown=clean,
+            safe_ts=self.checkpoint.min_timestamp(index_safe=cfg.message_index_safe),
+            check_crc=cfg.check_crc_on_recover,
+        )
+        end = report.end_offset
+        self.consume_queues.load()
+        self.consume_queues.recover(end, thorough=not clean)
+        self.consume_queues.correct_min_offsets(self.commitlog.min_offset)
+        if self.index is not None:
+            self.index.load(clean_shutdown=clean, commitlog_end=end)
+        self.commitlog.mfq.flush()  # the recovered tail may only be in the page cache
+        if clean:
+            start = self.consume_queues.max_phys_end()
+        else:
+            start = report.start_offset
+        start = min(max(start, self.commitlog.min_offset), end)
+        self.dispatcher.offset = start
+        redone = self.dispatcher.dispatch_all_inline(end)
+        if redone:
+            log.info("re-dispatched %d records from offset %d", redone, start)
+        self.commitlog.rebuild_topic_queue_table(self.consume_queues.offset_table())
+        self.commitlog.last_store_ts = max(report.last_store_timestamp, self.dispatcher.last_store_ts)
+        ConsumeQueueTable.flush(self.consume_queues.snapshot(), 0)
+        if self.index is not None:
+            IndexService.flush(self.index.files)
+        cfg.abort_path.touch()
+        dfd = os.open(cfg.root, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+        return report
+
+    async def shutdown(self) -> None:
+        """Stop, flush and dispatch everything, persist the checkpoint, remove ``abort``."""
+        if self._loop is None or not self._running:
+            return
+        self._running = False
+        self._update_accepting()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+        clean = not self._io_failed
+        try:
+            if clean:
+                await self.flush()
+                await self._dispatch_until_caught_up()
+                await self._flush_logic(thorough=True)
+        finally:
+            if self._group is not None:
+                self._group.close()
+            await self.io.run(self._close_blocking, clean)
+            self.io.shutdown()
+
+    def _close_blocking(self, clean: bool) -> None:
+        """Unmap everything; remove ``abort`` only after a clean flush.  Blocking."""
+        if self.index is not None:
+            self.index.close()
+        self.consume_queues.close()
+        self.commitlog.mfq.close()
+        if clean and self._lock_fd is not None:
+            self.config.abort_path.unlink(missing_ok=True)
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    async def __aenter__(self) -> MessageStore:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.shutdown()
+
+    # --- puts ---------------------------------------------------------------------------------
+
+    def _update_accepting(self) -> None:
+        self._accepting = self._running and not self._io_failed and not self.cleaner.disk_full
+
+    def _refused(self) -> PutResult:
+        if self._running and self.cleaner.disk_full:
+            return PutResult(PutStatus.DISK_FULL)
+        return PutResult(PutStatus.SERVICE_NOT_AVAILABLE)
+
+    def put_message_nowait(self, msg: InnerMessage) -> tuple[PutResult, asyncio.Future[PutStatus] | None]:
+        """Append now; under SYNC_FLUSH also return a future for its durability.
+
+        The future resolves with PUT_OK, FLUSH_DISK_TIMEOUT or FLUSH_DISK_FAILED.  Under
+        ASYNC_FLUSH it is None and the result is final.
+        """
+        if not self._accepting:
+            return self._refused(), None
+        result = self.commitlog.put_message(msg)
+        if result.status is PutStatus.PUT_OK:
+            if self._group is not None:
+                return result, self._group.request(result.wrote_offset + result.wrote_bytes)
+            self._dispatch_event.set()  # type: ignore[union-attr]
+        return result, None
+
+    def put_messages_nowait(self, batch: InnerBatch) -> tuple[PutResult, asyncio.Future[PutStatus] | None]:
+        """A batch: its records are contiguous and become visible together."""
+        if not self._accepting:
+            return self._refused(), None
+        result = self.commitlog.put_messages(batch)
+        if result.status is PutStatus.PUT_OK:
+            if self._group is not None:
+                return result, self._group.request(result.wrote_offset + result.wrote_bytes)
+            self._dispatch_event.set()  # type: ignore[union-attr]
+        return result, None
+
+    async def put_message(self, msg: InnerMessage) -> PutResult:
+        result, durable = self.put_message_nowait(msg)
+        if durable is not None:
+            status = await durable
+            if status is not PutStatus.PUT_OK:
+                result.status = status
+        return result
+
+    async def put_messages(self, batch: InnerBatch) -> PutResult:
+        result, durable = self.put_messages_nowait(batch)
+        if durable is not None:
+            status = await durable
+            if status is not PutStatus.PUT_OK:
+                result.status = status
+        return result
+
+    # --- flushing and dispatch (owner loop) ---------------------------------------------------
+
+    def _on_commitlog_flushed(self, durable: int, store_ts: int) -> None:
+        if self._group is not None:
+            self._group.resolve(durable)
+        if durable > self._flushed:
+            self._flushed = durable
+            if store_ts > 0:
+                self.checkpoint.physic_msg_timestamp = store_ts
+            if self.sync_flush and self._dispatch_event is not None:
+                self._dispatch_event.set()
+
+    def _on_flush_error(self, exc: BaseException) -> None:
+        log.critical("fsync failed (%s): the store no longer accepts writes", exc)
+        self._io_failed = True
+        self._update_accepting()
+
+    async def flush(self) -> int:
+        """fdatasync the CommitLog now; returns the durable offset."""
+        ts = self.commitlog.last_store_ts
+        try:
+            durable = await self.io.run(self.commitlog.mfq.flush)
+        except OSError as exc:
+            self._on_flush_error(exc)
+            raise StoreError(f"CommitLog flush failed: {exc}") from exc
+        self._on_commitlog_flushed(durable, ts)
+        return durable
+
+    def _dispatch_limit(self) -> int:
+        return self._flushed if self.sync_flush else self.commitlog.max_offset
+
+    async def _dispatch_loop(self) -> None:
+        event = self._dispatch_event
+        assert event is not None
+        while True:
+            await event.wait()
+            event.clear()
+            await self._dispatch_until_caught_up()
+
+    async def _dispatch_until_caught_up(self) -> None:
+        while True:
+            result = self.dispatcher.dispatch(self._dispatch_limit(), DISPATCH_BATCH)
+            if result == DONE:
+                return
+            if result == MORE:
+                await asyncio.sleep(0)
+                continue
+            assert isinstance(result, FileNeed)
+            try:
+                created = await self.io.run(result.create)
+            except OSError as exc:
+                log.error("dispatch cannot create %s: %s; retrying in 1 s", result.what, exc)
+                await asyncio.sleep(1.0)
+                continue
+            result.attach(created)
+
+    async def wait_dispatched(self) -> None:
+        """Dispatch everything currently allowed (tests, admin; the dispatcher does it anyway)."""
+        await self._dispatch_until_caught_up()
+
+    async def _logic_flush_loop(self) -> None:
+        cfg = self.config
+        loop = asyncio.get_running_loop()
+        last_thorough = loop.time()
+        while True:
+            await asyncio.sleep(cfg.flush_interval_consume_queue_ms / 1000)
+            thorough = loop.time() - last_thorough >= cfg.flush_consume_queue_thorough_interval_ms / 1000
+            if thorough:
+                last_thorough = loop.time()
+            try:
+                await self._flush_logic(thorough)
+            except OSError as exc:
+                log.error("ConsumeQueue/index flush failed: %s", exc)
+
+    async def _flush_logic(self, thorough: bool) -> None:
+        """Flush ConsumeQueues and index files, then persist the checkpoint."""
+        logics_ts = self.dispatcher.last_store_ts
+        queues = self.consume_queues.snapshot()
+        least = 0 if thorough else self.config.flush_consume_queue_least_pages
+        index_files = self.index.flush_targets() if self.index is not None else []
+        index_ts = self.index.last.end_ts if self.index is not None and self.index.last else 0
+        await self.io.run(ConsumeQueueTable.flush, queues, least)
+        await self.io.run(IndexService.flush, index_files)
+        cp = self.checkpoint
+        if thorough and logics_ts > 0:
+            cp.logics_msg_timestamp = logics_ts
+        if index_ts > 0:
+            cp.index_msg_timestamp = index_ts
+        await self.io.run(cp.persist)
+
+    async def _cleanup_loop(self) -> None:
+        await self.cleaner.run()
+
+    async def run_cleanup(self, now_ms: int | None = None) -> int:
+        """One expiry / disk-guard pass now; returns how many CommitLog files were deleted."""
+        deleted = await self.cleaner.run_once(now_ms)
+        self._update_accepting()
+        return deleted
+
+    def request_delete_files(self) -> None:
+        """Delete expired files on the next passes whatever the hour."""
+        self.cleaner.request_delete()
+
+    # --- listeners ----------------------------------------------------------------------------
+
+    def add_arrival_listener(self, listener: ArrivalListener) -> None:
+        """Call ``listener(topic, queue_id, max_offset, tags_code, properties)`` on the loop
+        for each message that becomes visible (long polling wakes on it)."""
+        self.dispatcher.listeners.append(listener)
+
+    def remove_arrival_listener(self, listener: ArrivalListener) -> None:
+        if listener in self.dispatcher.listeners:
+            self.dispatcher.listeners.remove(listener)
+
+    # --- reads --------------------------------------------------------------------------------
+
+    def get_message(
+        self,
+        group: str,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_msg_nums: int,
+        max_total_bytes: int = NO_LIMIT,
+        message_filter: MessageFilter | None = None,
+    ) -> GetResult:
+        """Up to ``max_msg_nums`` messages of a queue from ``offset`` (RocketMQ getMessage)."""
+        if self._loop is None:
+            raise StoreError("store not started")
+        return self.reader.get_message(topic, queue_id, offset, max_msg_nums, max_total_bytes,
+                                       message_filter)
+
+    async def get_message_async(
+        self,
+        group: str,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_msg_nums: int,
+        max_total_bytes: int = NO_LIMIT,
+        message_filter: MessageFilter | None = None,
+    ) -> GetResult:
+        """``get_message``, with cold data (far behind the head) paged in on the I/O thread
+        first, so the socket write of the slices does not fault on the event loop."""
+        result = self.get_message(group, topic, queue_id, offset, max_msg_nums, max_total_bytes,
+                                  message_filter)
+        if result.suggest_pulling_from_slave and result.buffers:
+            await self.io.run(_touch_pages, list(result.buffers))
+        return result
+
+    def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        return self.reader.max_offset_in_queue(topic, queue_id)
+
+    def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        return self.reader.min_offset_in_queue(topic, queue_id)
+
+    def get_commit_log_offset_in_queue(self, topic: str, queue_id: int, queue_offset: int) -> int:
+        return self.reader.commit_log_offset_in_queue(topic, queue_id, queue_offset)
+
+    def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
+        return self.reader.offset_in_queue_by_time(topic, queue_id, timestamp_ms)
+
+    def get_message_store_timestamp(self, topic: str, queue_id: int, queue_offset: int) -> int:
+        return self.reader.store_time_in_queue(topic, queue_id, queue_offset)
+
+    def get_earliest_message_time(self, topic: str | None = None, queue_id: int | None = None) -> int:
+        return self.reader.earliest_message_time(topic, queue_id)
+
+    def select_one_message_by_offset(self, commit_log_offset: int, size: int | None = None) -> memoryview | None:
+        return self.reader.select_by_offset(commit_log_offset, size)
+
+    def look_message_by_offset(self, commit_log_offset: int, size: int | None = None) -> MessageExt | None:
+        return self.reader.look_by_offset(commit_log_offset, size)
+
+    def query_message(self, topic: str, key: str, max_num: int, begin_ms: int, end_ms: int) -> QueryResult:
+        return self.reader.query(topic, key, max_num, begin_ms, end_ms)
+
+    # --- state ----------------------------------------------------------------------------------
+
+    @property
+    def min_phy_offset(self) -> int:
+        return self.commitlog.min_offset
+
+    @property
+    def max_phy_offset(self) -> int:
+        return self.commitlog.max_offset
+
+    @property
+    def flushed_phy_offset(self) -> int:
+        return self._flushed
+
+    @property
+    def dispatch_behind_bytes(self) -> int:
+        return self._dispatch_limit() - self.dispatcher.offset
+
+    def next_queue_offset(self, topic: str, queue_id: int) -> int:
+        """The queue offset the next put to this queue will get."""
+        return self.commitlog.topic_queue_table.get((topic, queue_id), 0)
+
+    def runtime_info(self) -> dict[str, Any]:
+        return {
+            "flushDiskType": self.config.flush_disk_type.name,
+            "commitLogMinOffset": self.commitlog.min_offset,
+            "commitLogMaxOffset": self.commitlog.max_offset,
+            "commitLogFlushedOffset": self._flushed,
+            "dispatchOffset": self.dispatcher.offset,
+            "dispatchBehindBytes": self.dispatch_behind_bytes,
+            "dispatchedRecords": self.dispatcher.dispatched,
+            "consumeQueues": len(self.consume_queues.queues),
+            "indexFiles": len(self.index.files) if self.index is not None else 0,
+            "commitLogFsyncs": (self._group.fsyncs if self._group else
+                                self._periodic.fsyncs if self._periodic else 0),
+            "diskUsedPercent": round(self.cleaner.last_usage, 2),
+            "diskFull": self.cleaner.disk_full,
+            "writable": self._accepting,
+        }
+
+
+def _touch_pages(buffers: list[memoryview]) -> None:
+    """Read one byte per page so the pages are resident.  Blocking."""
+    for buf in buffers:
+        for pos in range(0, len(buf), 4096):
+            buf[pos]

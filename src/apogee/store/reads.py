@@ -1,0 +1,257 @@
+"""Reads for the broker: pulls, queue offsets, lookups by offset, time and key.
+
+``get_message`` follows RocketMQ DefaultMessageStore.getMessage status by status, including
+``next_begin_offset`` (reference §7.6) and the batch limits for data in memory and on disk;
+results are zero-copy slices of the mapped CommitLog.  Owner thread only; nothing here blocks
+except page faults on cold data (``MessageStore.get_message_async`` pre-faults those on the
+I/O thread).
+"""
+
+from __future__ import annotations
+
+import os
+
+from apogee.common import constants as c
+from apogee.common import message_codec
+from apogee.common.message import MessageExt
+from apogee.store.commitlog import CommitLog
+from apogee.store.config import StoreConfig
+from apogee.store.consume_queue import ConsumeQueueTable
+from apogee.store.index_service import IndexService
+from apogee.store.layout.cq_unit import CQ_UNIT, CQ_UNIT_SIZE
+from apogee.store.results import GetResult, GetStatus, MessageFilter, QueryResult
+
+_iter_units = CQ_UNIT.iter_unpack
+
+
+def total_physical_memory() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return 8 << 30
+
+
+class StoreReader:
+    def __init__(self, config: StoreConfig, commitlog: CommitLog, queues: ConsumeQueueTable,
+                 index: IndexService | None) -> None:
+        self.config = config
+        self.commitlog = commitlog
+        self.queues = queues
+        self.index = index
+        self.memory_limit = total_physical_memory() * config.access_message_in_memory_max_ratio // 100
+
+    # --- pulls ---------------------------------------------------------------------------
+
+    def get_message(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_msg_nums: int,
+        max_total_bytes: int,
+        message_filter: MessageFilter | None,
+    ) -> GetResult:
+        result = GetResult()
+        result.next_begin_offset = offset
+        cq = self.queues.queues.get((topic, queue_id))
+        if cq is None:
+            result.status = GetStatus.NO_MATCHED_LOGIC_QUEUE
+            result.next_begin_offset = 0
+            return result
+        min_off = cq.min_offset
+        max_off = cq.max_offset
+        result.min_offset = min_off
+        result.max_offset = max_off
+        if max_off == 0:
+            result.status = GetStatus.NO_MESSAGE_IN_QUEUE
+            result.next_begin_offset = 0
+        elif offset < min_off:
+            result.status = GetStatus.OFFSET_TOO_SMALL
+            result.next_begin_offset = min_off
+        elif offset == max_off:
+            result.status = GetStatus.OFFSET_OVERFLOW_ONE
+        elif offset > max_off:
+            result.status = GetStatus.OFFSET_OVERFLOW_BADLY
+            result.next_begin_offset = min_off if min_off == 0 else max_off
+        else:
+            buf = cq.get_index_buffer(offset)
+            if buf is None:
+                result.status = GetStatus.OFFSET_FOUND_NULL
+                result.next_begin_offset = cq.roll_next_file(offset)
+            else:
+                try:
+                    self._collect(result, buf, offset, max_msg_nums, max_total_bytes, message_filter)
+                finally:
+                    buf.release()
+        return result
+
+    def _collect(self, result: GetResult, buf: memoryview, offset: int, max_msg_nums: int,
+                 max_total_bytes: int, message_filter: MessageFilter | None) -> None:
+        clog = self.commitlog
+        cfg = self.config
+        max_phy = clog.max_offset
+        memory_limit = self.memory_limit
+        scan_entries = max(16000, max_msg_nums * CQ_UNIT_SIZE) // CQ_UNIT_SIZE
+        nbytes = min(len(buf), scan_entries * CQ_UNIT_SIZE)
+        consumed = nbytes // CQ_UNIT_SIZE
+        status = GetStatus.NO_MATCHED_MESSAGE
+        buffers = result.buffers
+        qoffsets = result.queue_offsets
+        total = 0
+        count = 0
+        next_file_start = -1
+        max_phy_pulling = 0
+        get = clog.get_message
+        window = buf[:nbytes]
+        try:
+            for i, (phys, size, tags) in enumerate(_iter_units(window)):
+                max_phy_pulling = phys
+                if next_file_start >= 0 and phys < next_file_start:
+                    continue
+                if count:  # RocketMQ isTheBatchFull; the first message always goes
+                    if count >= max_msg_nums or total + size > max_total_bytes:
+                        consumed = i
+                        break
+                    if max_phy - phys > memory_limit:
+                        full = (total + size > cfg.max_transfer_bytes_on_message_in_disk
+                                or count > cfg.max_transfer_count_on_message_in_disk - 1)
+                    else:
+                        full = (total + size > cfg.max_transfer_bytes_on_message_in_memory
+                                or count > cfg.max_transfer_count_on_message_in_memory - 1)
+                    if full:
+                        consumed = i
+                        break
+                if message_filter is not None and not message_filter.is_matched_by_consume_queue(tags):
+                    continue
+                view = get(phys, size) if size > 0 else None
+                if view is None:
+                    if not count:
+                        status = GetStatus.MESSAGE_WAS_REMOVING
+                    next_file_start = clog.roll_next_file(phys)
+                    continue
+                if message_filter is not None and not message_filter.is_matched_by_commit_log(view):
+                    if not count:
+                        status = GetStatus.NO_MATCHED_MESSAGE
+                    view.release()
+                    continue
+                buffers.append(view)
+                qoffsets.append(offset + i)
+                total += size
+                count += 1
+                status = GetStatus.FOUND
+                next_file_start = -1
+        finally:
+            window.release()
+        result.status = status
+        result.buffer_total_size = total
+        result.next_begin_offset = offset + consumed
+        result.suggest_pulling_from_slave = max_phy - max_phy_pulling > memory_limit
+
+    # --- offsets and times -----------------------------------------------------------------
+
+    def max_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        cq = self.queues.get(topic, queue_id)
+        return cq.max_offset if cq is not None else 0
+
+    def min_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        cq = self.queues.get(topic, queue_id)
+        return cq.min_offset if cq is not None else -1
+
+    def commit_log_offset_in_queue(self, topic: str, queue_id: int, queue_offset: int) -> int:
+        cq = self.queues.get(topic, queue_id)
+        entry = cq.get_entry(queue_offset) if cq is not None else None
+        return entry[0] if entry is not None else 0
+
+    def store_time_in_queue(self, topic: str, queue_id: int, queue_offset: int) -> int:
+        cq = self.queues.get(topic, queue_id)
+        entry = cq.get_entry(queue_offset) if cq is not None else None
+        if entry is None:
+            return -1
+        return self.commitlog.pickup_store_timestamp(entry[0], entry[1])
+
+    def offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
+        """First queue offset stored at or after ``timestamp_ms`` (max offset if none).
+
+        Binary search over the queue's entries; store times grow along the CommitLog.
+        """
+        cq = self.queues.get(topic, queue_id)
+        if cq is None:
+            return 0
+        lo, hi = cq.min_offset, cq.max_offset
+        while lo < hi:
+            mid = (lo + hi) // 2
+            entry = cq.get_entry(mid)
+            ts = self.commitlog.pickup_store_timestamp(entry[0], entry[1]) if entry else -1
+            if ts < 0 or ts < timestamp_ms:  # gone or older: answer lies above
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
+    def earliest_message_time(self, topic: str | None = None, queue_id: int | None = None) -> int:
+        """Store time of the oldest message (of one queue, or of the whole store); -1 if none."""
+        if topic is None or queue_id is None:
+            rec = self.commitlog.get_record(self.commitlog.min_offset)
+            return message_codec.read_store_timestamp(rec) if rec is not None else -1
+        cq = self.queues.get(topic, queue_id)
+        if cq is None:
+            return -1
+        return self.store_time_in_queue(topic, queue_id, cq.min_offset)
+
+    # --- by physical offset and by key -------------------------------------------------------
+
+    def select_by_offset(self, phys: int, size: int | None = None) -> memoryview | None:
+        if size is None:
+            return self.commitlog.get_record(phys)
+        return self.commitlog.get_message(phys, size)
+
+    def look_by_offset(self, phys: int, size: int | None = None) -> MessageExt | None:
+        view = self.select_by_offset(phys, size)
+        if view is None:
+            return None
+        try:
+            return message_codec.decode_record(view, inflate=False)
+        except ValueError:
+            return None
+        finally:
+            view.release()
+
+    def query(self, topic: str, key: str, max_num: int, begin_ms: int, end_ms: int) -> QueryResult:
+        """Messages of ``topic`` with KEYS token or UNIQ_KEY ``key``, newest first.
+
+        Index hits are checked against the record: hash collisions and entries left from
+        before a crash are dropped, and duplicates (a repeated dispatch) are removed.
+        """
+        result = QueryResult()
+        if self.index is None:
+            return result
+        offsets, last_ts, last_phy = self.index.query(topic, key, max_num, begin_ms, end_ms)
+        result.index_last_update_timestamp = last_ts
+        result.index_last_update_phyoffset = last_phy
+        seen: set[int] = set()
+        for phys in offsets:
+            if phys in seen:
+                continue
+            seen.add(phys)
+            view = self.commitlog.get_record(phys)
+            if view is None:
+                continue
+            if self._record_has_key(view, phys, topic, key):
+                result.buffers.append(view)
+                result.phys_offsets.append(phys)
+            else:
+                view.release()
+        return result
+
+    @staticmethod
+    def _record_has_key(view: memoryview, phys: int, topic: str, key: str) -> bool:
+        if message_codec.check_record(view, 0, len(view), phys, check_crc=False) <= 0:
+            return False
+        fields = message_codec.read_dispatch_fields(view, 0)
+        if fields.topic != topic:
+            return False
+        props = fields.properties
+        if message_codec.get_property(props, c.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) == key:
+            return True
+        keys = message_codec.get_property(props, c.PROPERTY_KEYS)
+        return bool(keys) and key in keys.split(c.KEY_SEPARATOR)

@@ -1,0 +1,220 @@
+"""Drive the real Apache RocketMQ C++ client (PyPI ``rocketmq==0.4.4``) from the command line.
+
+Runs inside its own virtual environment (``.venv-interop``): its import name ``rocketmq``
+clashes with other packages, so the tests call this file as a subprocess.  Every result is
+one JSON line on stdout; the tests parse them.
+
+    produce  NS TOPIC --count N --mode sync|async|oneway|orderly|batch [--tags T] [--keys-prefix K]
+             [--delay-level L] [--prop k=v] [--body-size B]
+    consume  NS TOPIC GROUP --expect N [--tags EXPR] [--orderly] [--broadcast] [--fail-first]
+             [--timeout S] [--instance NAME]
+    pull     NS TOPIC GROUP --expect N [--timeout S]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+import time
+
+from rocketmq.client import Message, Producer, PullConsumer, PushConsumer, RecvMessage
+from rocketmq.ffi import MessageModel, dll
+
+CONSUME_SUCCESS = 0
+RECONSUME_LATER = 1
+
+
+def emit(**fields: object) -> None:
+    sys.stdout.write(json.dumps(fields) + "\n")
+    sys.stdout.flush()
+
+
+def message_fields(msg) -> dict:
+    props = {}
+    for name in ("color", "seq", "RETRY_TOPIC", "ORIGIN_MESSAGE_ID", "UNIQ_KEY"):
+        value = msg.get_property(name)
+        if value:
+            props[name] = value.decode() if isinstance(value, bytes) else value
+
+    def text(v):
+        return v.decode() if isinstance(v, bytes) else v
+
+    return {
+        "id": text(msg.id),
+        "topic": text(msg.topic),
+        "tags": text(msg.tags),
+        "keys": text(msg.keys),
+        "body": text(msg.body),
+        "queue_id": msg.queue_id,
+        "queue_offset": msg.queue_offset,
+        "reconsume_times": msg.reconsume_times,
+        "born_timestamp": msg.born_timestamp,
+        "store_timestamp": msg.store_timestamp,
+        "received_ms": int(time.time() * 1000),
+        "props": props,
+    }
+
+
+def build(topic: str, i: int, args) -> Message:
+    msg = Message(topic)
+    if args.tags:
+        msg.set_tags(args.tags.split(",")[i % len(args.tags.split(","))])
+    msg.set_keys(f"{args.keys_prefix}{i}")
+    body = f"body-{i}"
+    if args.body_size:
+        body = body.ljust(args.body_size, "x")
+    msg.set_body(body)
+    msg.set_property("seq", str(i))
+    for kv in args.prop or []:
+        k, _, v = kv.partition("=")
+        msg.set_property(k, v)
+    if args.delay_level:
+        msg.set_delay_time_level(args.delay_level)
+    return msg
+
+
+def produce(args) -> None:
+    producer = Producer(args.group, timeout=args.send_timeout_ms)
+    producer.set_namesrv_addr(args.namesrv)
+    producer.start()
+    done = threading.Semaphore(0)
+    try:
+        if args.mode == "batch":
+            msgs = [build(args.topic, i, args) for i in range(args.count)]
+            result = producer.send_batch(msgs)
+            emit(event="sent", mode="batch", status=int(result.status), msg_id=result.msg_id, offset=result.offset)
+            return
+        for i in range(args.count):
+            msg = build(args.topic, i, args)
+            sent_ms = int(time.time() * 1000)
+            if args.mode == "sync":
+                result = producer.send_sync(msg)
+                emit(event="sent", i=i, status=int(result.status), msg_id=result.msg_id, offset=result.offset, sent_ms=sent_ms)
+            elif args.mode == "orderly":
+                result = producer.send_orderly(msg, i % args.shards)
+                emit(event="sent", i=i, status=int(result.status), msg_id=result.msg_id, offset=result.offset, shard=i % args.shards, sent_ms=sent_ms)
+            elif args.mode == "oneway":
+                producer.send_oneway(msg)
+                emit(event="sent", i=i, sent_ms=sent_ms)
+            elif args.mode == "async":
+                def ok(result, i=i):
+                    emit(event="sent", i=i, status=int(result.status), msg_id=result.msg_id, offset=result.offset)
+                    done.release()
+
+                def fail(exc, i=i):
+                    emit(event="error", i=i, error=str(exc))
+                    done.release()
+
+                producer.send_async(msg, ok, fail)
+        if args.mode == "async":
+            for _ in range(args.count):
+                if not done.acquire(timeout=30):
+                    emit(event="error", error="async send callbacks missing")
+                    break
+    finally:
+        producer.shutdown()
+    emit(event="done")
+
+
+def consume(args) -> None:
+    model = MessageModel.BROADCASTING if args.broadcast else MessageModel.CLUSTERING
+    consumer = PushConsumer(args.group, orderly=args.orderly, message_model=model)
+    consumer.set_namesrv_addr(args.namesrv)
+    if args.instance:
+        consumer.set_instance_name(args.instance)
+    lock = threading.Lock()
+    seen: list[dict] = []
+    failed_once: set[str] = set()
+
+    def on_message(_consumer, handle) -> int:
+        # Return the C status ourselves: the wheel's own wrapper re-raises listener
+        # exceptions inside the ctypes callback, which then reports CONSUME_SUCCESS.
+        fields = message_fields(RecvMessage(handle))
+        key = fields["keys"]
+        if args.fail_first and fields["reconsume_times"] == 0 and key not in failed_once:
+            failed_once.add(key)
+            emit(event="failing", **fields)
+            return RECONSUME_LATER
+        with lock:
+            seen.append(fields)
+        emit(event="received", **fields)
+        return CONSUME_SUCCESS
+
+    dll.Subscribe(consumer._handle, args.topic.encode(), (args.tags or "*").encode())
+    consumer._register_callback(on_message)
+    consumer.start()
+    emit(event="started")
+    deadline = time.time() + args.timeout
+    try:
+        while time.time() < deadline:
+            with lock:
+                if len(seen) >= args.expect:
+                    break
+            time.sleep(0.05)
+        # Linger a little so late duplicates or unwanted tags would show up.
+        time.sleep(args.linger)
+    finally:
+        consumer.shutdown()
+    emit(event="done", count=len(seen))
+
+
+def pull(args) -> None:
+    consumer = PullConsumer(args.group)
+    consumer.set_namesrv_addr(args.namesrv)
+    consumer.start()
+    count = 0
+    deadline = time.time() + args.timeout
+    try:
+        while count < args.expect and time.time() < deadline:
+            for msg in consumer.pull(args.topic, args.tags or "*"):
+                emit(event="received", **message_fields(msg))
+                count += 1
+            time.sleep(0.1)
+    finally:
+        consumer.shutdown()
+    emit(event="done", count=count)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("produce")
+    p.add_argument("namesrv")
+    p.add_argument("topic")
+    p.add_argument("--group", default="cpp_producer_group")
+    p.add_argument("--count", type=int, default=10)
+    p.add_argument("--mode", default="sync", choices=["sync", "async", "oneway", "orderly", "batch"])
+    p.add_argument("--tags", default="TagA")
+    p.add_argument("--keys-prefix", default="key-")
+    p.add_argument("--delay-level", type=int, default=0)
+    p.add_argument("--prop", action="append")
+    p.add_argument("--body-size", type=int, default=0)
+    p.add_argument("--shards", type=int, default=4)
+    p.add_argument("--send-timeout-ms", type=int, default=5000)
+    c = sub.add_parser("consume")
+    c.add_argument("namesrv")
+    c.add_argument("topic")
+    c.add_argument("group")
+    c.add_argument("--expect", type=int, required=True)
+    c.add_argument("--tags", default="*")
+    c.add_argument("--orderly", action="store_true")
+    c.add_argument("--broadcast", action="store_true")
+    c.add_argument("--fail-first", action="store_true")
+    c.add_argument("--timeout", type=float, default=60)
+    c.add_argument("--linger", type=float, default=1.0)
+    c.add_argument("--instance", default="")
+    q = sub.add_parser("pull")
+    q.add_argument("namesrv")
+    q.add_argument("topic")
+    q.add_argument("group")
+    q.add_argument("--expect", type=int, required=True)
+    q.add_argument("--tags", default="*")
+    q.add_argument("--timeout", type=float, default=30)
+    args = parser.parse_args()
+    {"produce": produce, "consume": consume, "pull": pull}[args.command](args)
+
+
+if __name__ == "__main__":
+    main()

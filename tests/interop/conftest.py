@@ -1,0 +1,108 @@
+"""Interop fixtures: real `apogee namesrv` + `apogee broker` processes and the real C++ client.
+
+The C++ client (PyPI ``rocketmq==0.4.4``, bundling librocketmq 1.2.3) lives in its own virtual
+environment, ``.venv-interop``, which ``make test`` builds; its scripts run as subprocesses
+and report JSON lines.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.support.processes import ServerProcess, start_namesrv
+
+ROOT = Path(__file__).resolve().parents[2]
+INTEROP_PYTHON = ROOT / ".venv-interop" / "bin" / "python"
+CPP_CLIENT = Path(__file__).parent / "clients" / "cpp_client.py"
+
+
+@dataclass
+class Cluster:
+    namesrv: ServerProcess
+    broker: ServerProcess
+
+
+def start_broker(namesrv_addr: str, store_dir: Path, *extra: str) -> ServerProcess:
+    return ServerProcess(
+        ["broker", "-n", namesrv_addr, "--listen", "127.0.0.1:0", "--store-dir", str(store_dir),
+         "--broker-ip", "127.0.0.1", *extra]
+    ).start()
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    if not INTEROP_PYTHON.exists():
+        pytest.fail(f"{INTEROP_PYTHON} is missing: `make test` builds it (rocketmq==0.4.4)")
+    base = tmp_path_factory.mktemp("interop")
+    namesrv = start_namesrv(base / "namesrv")
+    broker = start_broker(namesrv.addr, base / "store")
+    try:
+        yield Cluster(namesrv, broker)
+    finally:
+        broker.close()
+        namesrv.close()
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex[:8]}"
+
+
+class CppRun:
+    """A running C++ client script; ``events()`` parses its JSON lines."""
+
+    def __init__(self, args: list[str]) -> None:
+        self.args = args
+        self.proc = subprocess.Popen(
+            [str(INTEROP_PYTHON), str(CPP_CLIENT), *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd="/tmp",  # the C++ client writes its logs under $HOME/logs; keep cwd neutral
+        )
+        self.stdout = ""
+        self.stderr = ""
+
+    def wait(self, timeout: float = 120) -> list[dict]:
+        try:
+            out, err = self.proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            out, err = self.proc.communicate()
+            raise AssertionError(f"C++ client {self.args} timed out:\n{err.decode(errors='replace')[-3000:]}")
+        self.stdout = out.decode(errors="replace")
+        self.stderr = err.decode(errors="replace")
+        events = [json.loads(line) for line in self.stdout.splitlines() if line.startswith("{")]
+        if self.proc.returncode != 0:
+            raise AssertionError(
+                f"C++ client {self.args} exited {self.proc.returncode}:\n{self.stderr[-3000:]}"
+            )
+        return events
+
+    def wait_started(self, timeout: float = 30) -> None:
+        """Block until the script printed its 'started' event (consumers)."""
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline().decode()
+        if '"started"' not in line:
+            raise AssertionError(f"consumer did not start: {line!r} {self.proc.stderr.read().decode() if self.proc.stderr else ''}")
+
+
+def cpp(*args: str) -> CppRun:
+    return CppRun([str(a) for a in args])
+
+
+def received(events: list[dict]) -> list[dict]:
+    return [e for e in events if e.get("event") == "received"]
+
+
+def sent(events: list[dict]) -> list[dict]:
+    return [e for e in events if e.get("event") == "sent"]
+
+
+__all__ = ["Cluster", "cpp", "received", "sent", "unique", "sys"]

@@ -1,0 +1,69 @@
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from apogee.store.mapped_file import MappedFile, file_name
+
+
+def test_file_name_is_20_digits() -> None:
+    assert file_name(0) == "0" * 20
+    assert file_name(1 << 30) == "00000000001073741824"
+
+
+def test_create_write_flush_reopen(tmp_path: Path) -> None:
+    path = tmp_path / "d" / file_name(4096)
+    mf = MappedFile.create(path, 4096, 4096)
+    assert path.stat().st_size == 4096 and mf.end == 8192
+    mf.mm[0:5] = b"hello"
+    mf.wrote = 5
+    assert mf.flush() == 5 and mf.flushed == 5
+    assert bytes(mf.slice(0, 5)) == b"hello"
+    assert mf.close()
+    again = MappedFile.open_existing(path, 4096, 4096)
+    assert bytes(again.mm[0:5]) == b"hello" and again.wrote == 0
+    assert again.close()
+
+
+def test_short_file_is_extended_on_open(tmp_path: Path) -> None:
+    path = tmp_path / file_name(0)
+    path.write_bytes(b"abc")
+    mf = MappedFile.open_existing(path, 0, 4096)
+    assert path.stat().st_size == 4096 and bytes(mf.mm[:3]) == b"abc"
+    mf.close()
+
+
+def test_last_nonzero_and_zero_range(tmp_path: Path) -> None:
+    mf = MappedFile.create(tmp_path / file_name(0), 0, 3 << 20)
+    assert mf.last_nonzero(0) == 0
+    mf.mm[100] = 1
+    mf.mm[(2 << 20) + 7] = 9
+    assert mf.last_nonzero(0) == (2 << 20) + 8
+    assert mf.last_nonzero((2 << 20) + 8) == (2 << 20) + 8
+    mf.zero_range(50, mf.size)
+    assert mf.last_nonzero(0) == 0
+    mf.populate(0, 1 << 20)  # advisory; must not fail or change data
+    mf.advise_cold()
+    assert mf.close()
+
+
+def test_destroy_with_live_slice_unlinks_now_and_unmaps_later(tmp_path: Path) -> None:
+    path = tmp_path / file_name(0)
+    mf = MappedFile.create(path, 0, 4096)
+    mf.mm[0:3] = b"abc"
+    mf.wrote = 3
+    view = mf.slice(0, 3)
+    assert not mf.destroy()  # a slice is exported: no BufferError escapes
+    assert not path.exists()
+    assert bytes(view) == b"abc"  # the slice stays valid after the unlink
+    view.release()
+    assert mf.close() and mf.closed
+    assert mf.close()  # idempotent
+
+
+def test_flush_after_close_is_a_no_op(tmp_path: Path) -> None:
+    mf = MappedFile.create(tmp_path / file_name(0), 0, 4096, preallocate=False)
+    mf.close()
+    mf.wrote = 10
+    assert mf.flush() == 0
+    assert os.listdir(tmp_path) == [file_name(0)]
