@@ -24,6 +24,9 @@ client decodes (reference §5.1), so the broker never re-encodes.  Layout, big-e
 
     total = 91 + body + topic + properties  (IPv4)
 
+Topic and properties are text without NUL bytes (enforced on write): recovery treats a NUL
+there as a torn write, which the body CRC alone would not catch.
+
 We only ever *write* IPv4 hosts (every 4.x client decodes IPv4 only); the decoders accept the
 IPv6 flags so foreign stores still read.  The hot append path packs the 88 fixed bytes with one
 ``pack_into`` and copies body and tail with two slice assignments (``write_record``).
@@ -156,8 +159,8 @@ def topic_field(topic: str) -> bytes:
     if cached is not None:
         return cached
     raw = topic.encode("utf-8")
-    if not raw or len(raw) > c.MAX_TOPIC_LENGTH:
-        raise ValueError(f"topic must be 1..{c.MAX_TOPIC_LENGTH} UTF-8 bytes: {topic!r}")
+    if not raw or len(raw) > c.MAX_TOPIC_LENGTH or b"\x00" in raw:
+        raise ValueError(f"topic must be 1..{c.MAX_TOPIC_LENGTH} UTF-8 bytes without NUL: {topic!r}")
     field = bytes((len(raw),)) + raw
     if len(topic_field_cache) < 65536:
         topic_field_cache[topic] = field
@@ -165,10 +168,12 @@ def topic_field(topic: str) -> bytes:
 
 
 def properties_field(properties: str | bytes) -> bytes:
-    """PROPERTIESLENGTH + properties bytes; ValueError past 32767 bytes."""
+    """PROPERTIESLENGTH + properties bytes; ValueError past 32767 bytes or with a NUL byte."""
     raw = properties.encode("utf-8") if isinstance(properties, str) else properties
     if len(raw) > c.MAX_PROPERTIES_LENGTH:
         raise ValueError(f"properties are {len(raw)} bytes, more than {c.MAX_PROPERTIES_LENGTH}")
+    if b"\x00" in raw:
+        raise ValueError("properties must not contain NUL bytes")
     return _I16.pack(len(raw)) + raw
 
 
@@ -209,17 +214,19 @@ def write_record(
 ) -> None:
     """Write one IPv4 record of ``total`` bytes at ``buf[pos:]`` (the append hot path)."""
     body_len = len(body)
-    _pack_fixed_into(
-        buf, pos, total, MESSAGE_MAGIC_CODE, crc, queue_id, flag, queue_offset, physical_offset,
-        sysflag, born_timestamp, born_ip, born_port, store_timestamp, store_ip, store_port,
-        reconsume_times, prepared_transaction_offset, body_len,
-    )
     p = pos + OFF_BODY
     buf[p : p + body_len] = body
     p += body_len
     end = p + len(topic_fld)
     buf[p:end] = topic_fld
     buf[end : end + len(props_fld)] = props_fld
+    # The fixed part (TOTALSIZE and MAGICCODE first) goes last: a writer killed half-way
+    # leaves no record that passes check_record.
+    _pack_fixed_into(
+        buf, pos, total, MESSAGE_MAGIC_CODE, crc, queue_id, flag, queue_offset, physical_offset,
+        sysflag, born_timestamp, born_ip, born_port, store_timestamp, store_ip, store_port,
+        reconsume_times, prepared_transaction_offset, body_len,
+    )
 
 
 def encode_record(
@@ -390,15 +397,26 @@ def check_record(
     topic_len = buf[p]
     if topic_len == 0 or topic_len > c.MAX_TOPIC_LENGTH:
         return RECORD_INVALID
+    text_start = p + 1
     p += 1 + topic_len
     if p + 2 > end:
         return RECORD_INVALID
     (props_len,) = _I16.unpack_from(buf, p)
     if props_len < 0 or p + 2 + props_len != end:
         return RECORD_INVALID
+    # Topic and properties are text and never contain NUL: zeros there mean a torn write
+    # (the body CRC does not cover them).
+    if _has_nul(buf, text_start, p) or _has_nul(buf, p + 2, end):
+        return RECORD_INVALID
     if check_crc and zlib.crc32(buf[body_start : body_start + body_len]) & 0x7FFFFFFF != crc:
         return RECORD_INVALID
     return total
+
+
+def _has_nul(buf: bytes | bytearray | memoryview, start: int, end: int) -> bool:
+    if isinstance(buf, memoryview):
+        return bytes(buf[start:end]).find(b"\x00") >= 0
+    return buf.find(b"\x00", start, end) >= 0
 
 
 def read_dispatch_fields(buf: bytes | bytearray | memoryview, pos: int) -> DispatchFields:

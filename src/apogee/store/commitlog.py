@@ -169,6 +169,8 @@ class CommitLog:
         props_len = len(praw)
         if props_len > c.MAX_PROPERTIES_LENGTH:
             return PutResult(PutStatus.PROPERTIES_SIZE_EXCEEDED)
+        if b"\x00" in praw:
+            return PutResult(PutStatus.MESSAGE_ILLEGAL)  # NUL marks torn writes (recovery)
         tail = tf + _I16.pack(props_len) + praw
         total = OFF_BODY + body_len + len(tail)
         if total + 8 > self.file_size:
@@ -204,15 +206,16 @@ class CommitLog:
             else:
                 qoff = 0  # PREPARED / ROLLBACK: no ConsumeQueue entry (RocketMQ's rule)
             mm = mf.mm
+            p = pos + OFF_BODY
+            mm[p : p + body_len] = body
+            p += body_len
+            mm[p : pos + total] = tail
+            # fixed part last (see message_codec.write_record): no half record looks valid
             _pack_fixed_into(
                 mm, pos, total, MESSAGE_MAGIC_CODE, crc, queue_id, msg.flag, qoff, phys, sysflag,
                 msg.born_timestamp, born_ip, born_host[1], now, store_ip, store_port,
                 msg.reconsume_times, msg.prepared_transaction_offset, body_len,
             )
-            p = pos + OFF_BODY
-            mm[p : p + body_len] = body
-            p += body_len
-            mm[p : pos + total] = tail
             mf.wrote = pos + total
             if topic == _SCHEDULE:
                 tags = self._schedule_tags(get_property(pstr, _DELAY), now)
@@ -259,6 +262,8 @@ class CommitLog:
             try:
                 pf = properties_field(pstr)
             except ValueError:
+                if "\x00" in pstr:
+                    return PutResult(PutStatus.MESSAGE_ILLEGAL)
                 return PutResult(PutStatus.PROPERTIES_SIZE_EXCEEDED)
             total = OFF_BODY + len(body) + len(tf) + len(pf)
             tags = compute_tags_code(get_property(pstr, _TAGS))

@@ -150,6 +150,8 @@ class ConsumeQueue:
         if not files:
             return
         first_idx = max(0, len(files) - 3)
+        for mf in files[:first_idx]:
+            mf.wrote = mf.flushed = mf.size  # files before the last three are full by construction
         prev_phys = -1
         end_pos = files[first_idx].start
         for mf in files[first_idx:]:

@@ -1,9 +1,10 @@
 """CommitLog recovery: find the end of the valid log and cut everything after it.
 
-Normal restart (no ``abort`` file): scan the last three files (RocketMQ recoverNormally),
-checking each record's structure.  After a crash (``abort`` present): start at the newest file
-whose first message is older than the checkpoint's safe time and check every record fully
-(magic, size, lengths, PHYSICALOFFSET = its position, body CRC), as RocketMQ recoverAbnormally.
+Normal restart (no ``abort`` file): scan the last three files (RocketMQ recoverNormally).
+After a crash (``abort`` present): start at the newest file whose first message is older than
+the checkpoint's safe time (RocketMQ recoverAbnormally).  Either way each record is checked:
+magic, size, field lengths, PHYSICALOFFSET = its position and, with ``checkCRCOnRecover``
+(default), the body CRC.
 
 The log ends at the first record that fails.  What follows it (a torn write, corruption, or
 stale bytes) is zeroed in its file and later files are deleted, with a warning saying how
@@ -66,7 +67,7 @@ def recover_commitlog(mfq: MappedFileQueue, *, clean_shutdown: bool, safe_ts: in
     files = mfq.files
     if not files:
         return RecoveryReport(clean_shutdown, 0, 0, 0, 0, 0, 0)
-    crc = check_crc and not clean_shutdown
+    crc = check_crc
     start_idx = choose_start(mfq, clean_shutdown=clean_shutdown, safe_ts=safe_ts, check_crc=crc)
     start_offset = files[start_idx].start
     records = 0

@@ -10,10 +10,10 @@ from hypothesis import strategies as st
 from apogee.common import constants as c
 from apogee.common import message_codec as mc
 
-topics = st.text(st.characters(blacklist_categories=["Cs"]), min_size=1, max_size=40).filter(
+topics = st.text(st.characters(blacklist_categories=["Cs"], blacklist_characters="\x00"), min_size=1, max_size=40).filter(
     lambda t: 0 < len(t.encode()) <= 127
 )
-prop_text = st.text(st.characters(blacklist_categories=["Cs"], blacklist_characters="\x01\x02"),
+prop_text = st.text(st.characters(blacklist_categories=["Cs"], blacklist_characters="\x00\x01\x02"),
                     min_size=1, max_size=20)
 props_dicts = st.dictionaries(prop_text, prop_text, max_size=6)
 ints32 = st.integers(-(2**31), 2**31 - 1)
@@ -178,6 +178,10 @@ def test_join_properties() -> None:
 def test_limits() -> None:
     with pytest.raises(ValueError):
         mc.topic_field("t" * 128)
+    with pytest.raises(ValueError):
+        mc.topic_field("a\x00b")
+    with pytest.raises(ValueError):
+        mc.properties_field("A\x01\x00")
     with pytest.raises(ValueError):
         mc.topic_field("")
     with pytest.raises(ValueError):

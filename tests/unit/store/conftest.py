@@ -58,3 +58,35 @@ def make_msg(
         topic, queue_id, body, properties=props if as_dict else message_codec.properties_to_string(props),
         sysflag=sysflag, born_timestamp=1, born_host=("10.0.0.2", 5000), store_host=("10.0.0.1", 10911),
     )
+
+
+@pytest.fixture
+async def open_store(store_config: Callable[..., StoreConfig]):  # type: ignore[no-untyped-def]
+    """``await open_store(flush, **config)`` -> a started MessageStore, shut down afterwards."""
+    from apogee.store import MessageStore
+
+    stores: list[MessageStore] = []
+
+    async def opener(flush: FlushDiskType = FlushDiskType.ASYNC_FLUSH, *, store_kwargs: dict[str, Any] | None = None,
+                     **overrides: Any) -> MessageStore:
+        store = MessageStore(store_config(flush, **overrides), **(store_kwargs or {}))
+        await store.start()
+        stores.append(store)
+        return store
+
+    yield opener
+    for store in stores:
+        await store.shutdown()
+
+
+def bodies(store: Any, topic: str, queue_id: int, start: int = 0) -> list[bytes]:
+    """Every message body of a queue from ``start``, read with get_message."""
+    out: list[bytes] = []
+    offset = start
+    while True:
+        res = store.get_message("g", topic, queue_id, offset, 32)
+        if not res.buffers:
+            return out
+        out.extend(m.body for m in message_codec.decode_records(b"".join(res.buffers)))
+        offset = res.next_begin_offset
+        res.release()

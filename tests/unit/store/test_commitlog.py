@@ -179,3 +179,9 @@ def test_create_failure_is_a_status(clog: CommitLog, tmp_path: Path, monkeypatch
 
     monkeypatch.setattr(clog.mfq, "add_file", boom)
     assert clog.put_message(make_msg()).status is PutStatus.CREATE_MAPPED_FILE_FAILED
+
+
+def test_nul_in_properties_is_illegal(clog: CommitLog) -> None:
+    assert clog.put_message(make_msg(extra={"A": "x\x00y"})).status is PutStatus.MESSAGE_ILLEGAL
+    batch = InnerBatch("B", 0, [mc.BatchItem(0, b"x", "A\x01\x00")])
+    assert clog.put_messages(batch).status is PutStatus.MESSAGE_ILLEGAL

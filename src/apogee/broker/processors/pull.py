@@ -55,6 +55,13 @@ def filter_from_codes(sub_string: str, code_set: list[int]) -> TagCodeFilter:
     return tag_filter(sub_string)
 
 
+def _not_found(status: GetStatus, offset: int) -> bool:
+    """Whether RocketMQ answers this outcome with PULL_NOT_FOUND (the one that is held)."""
+    if status in (GetStatus.OFFSET_OVERFLOW_ONE, GetStatus.OFFSET_FOUND_NULL):
+        return True
+    return offset == 0 and status in (GetStatus.NO_MESSAGE_IN_QUEUE, GetStatus.NO_MATCHED_LOGIC_QUEUE)
+
+
 class PullProcessor:
     def __init__(self, broker: BrokerController) -> None:
         self.b = broker
@@ -74,10 +81,7 @@ class PullProcessor:
         result = self.b.store.get_message(
             h.consumer_group, h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, message_filter=message_filter
         )
-        suspend = bool(h.sys_flag & FLAG_SUSPEND)
-        if suspend and result.status in (GetStatus.OFFSET_OVERFLOW_ONE, GetStatus.NO_MESSAGE_IN_QUEUE, GetStatus.OFFSET_FOUND_NULL) and (
-            result.status != GetStatus.NO_MESSAGE_IN_QUEUE or h.queue_offset == 0
-        ):
+        if h.sys_flag & FLAG_SUSPEND and _not_found(result.status, h.queue_offset):
             return self._hold(req, h, message_filter)
         return self._response(req, h, result)
 
@@ -153,11 +157,11 @@ class PullProcessor:
         if status is GetStatus.FOUND:
             code = ResponseCode.SUCCESS
             body = result.buffers
-        elif status in (GetStatus.NO_MATCHED_MESSAGE, GetStatus.MESSAGE_WAS_REMOVING, GetStatus.NO_MATCHED_LOGIC_QUEUE):
+        elif status in (GetStatus.NO_MATCHED_MESSAGE, GetStatus.MESSAGE_WAS_REMOVING):
             code = ResponseCode.PULL_RETRY_IMMEDIATELY
         elif status in (GetStatus.OFFSET_OVERFLOW_ONE, GetStatus.OFFSET_FOUND_NULL):
             code = ResponseCode.PULL_NOT_FOUND
-        elif status is GetStatus.NO_MESSAGE_IN_QUEUE:
+        elif status in (GetStatus.NO_MESSAGE_IN_QUEUE, GetStatus.NO_MATCHED_LOGIC_QUEUE):
             code = ResponseCode.PULL_NOT_FOUND if h.queue_offset == 0 else ResponseCode.PULL_OFFSET_MOVED
         else:  # OFFSET_TOO_SMALL, OFFSET_OVERFLOW_BADLY
             code = ResponseCode.PULL_OFFSET_MOVED
