@@ -28,10 +28,10 @@ from apogee.common.message_codec import properties_to_string  # noqa: E402
 from apogee.remoting.client import RemotingClient  # noqa: E402
 from apogee.remoting.codes import RequestCode, ResponseCode  # noqa: E402
 from apogee.remoting.command import RemotingCommand  # noqa: E402
-from apogee.remoting.headers.pull import PullMessageRequestHeader  # noqa: E402
 from apogee.remoting.headers.send import SendMessageRequestHeaderV2  # noqa: E402
 from apogee.remoting.loop import run  # noqa: E402
 from tests.support.processes import ServerProcess, start_namesrv  # noqa: E402
+from tests.support.wire import pull_request  # noqa: E402
 
 BODY = b"x" * 1024
 
@@ -93,11 +93,8 @@ async def consume_all(client: RemotingClient, addr: str, topic: str, expected: i
     for queue_id in range(4):
         offset = 0
         while True:
-            header = PullMessageRequestHeader(
-                consumer_group="bench-consumer", topic=topic, queue_id=queue_id, queue_offset=offset,
-                max_msg_nums=32, sys_flag=0, commit_offset=0, suspend_timeout_millis=0, sub_version=0,
-            )
-            resp = await client.invoke(addr, RemotingCommand.request(RequestCode.PULL_MESSAGE, header.encode()), 5000)
+            req = pull_request(topic, queue_id, offset, group="bench-consumer", max_msgs=32, suspend_ms=200)
+            resp = await client.invoke(addr, req, 5000)
             if resp.code != ResponseCode.SUCCESS:
                 break
             total += _count_records(resp.body_bytes())

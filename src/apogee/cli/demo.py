@@ -24,7 +24,7 @@ from apogee.remoting.bodies.route import TopicRouteData
 from apogee.remoting.client import RemotingClient
 from apogee.remoting.codes import RequestCode, ResponseCode
 from apogee.remoting.command import RemotingCommand
-from apogee.remoting.headers.pull import PullMessageRequestHeader
+from apogee.remoting.headers.pull import FLAG_SUBSCRIPTION, FLAG_SUSPEND, PullMessageRequestHeader
 from apogee.remoting.headers.send import SendMessageRequestHeaderV2
 from apogee.remoting.loop import run
 
@@ -68,7 +68,8 @@ async def _demo(console: Console, workdir: Path, orders: int) -> int:
             while True:
                 header = PullMessageRequestHeader(
                     consumer_group="demo-consumer", topic=TOPIC, queue_id=queue_id, queue_offset=offset,
-                    max_msg_nums=32, sys_flag=0, commit_offset=0, suspend_timeout_millis=0, sub_version=0,
+                    max_msg_nums=32, sys_flag=FLAG_SUBSCRIPTION | FLAG_SUSPEND, commit_offset=0,
+                    suspend_timeout_millis=200, sub_version=0, subscription="*",
                 )
                 response = await client.invoke(broker, RemotingCommand.request(RequestCode.PULL_MESSAGE, header.encode()), 5000)
                 if response.code != ResponseCode.SUCCESS:
@@ -77,7 +78,8 @@ async def _demo(console: Console, workdir: Path, orders: int) -> int:
                     counts[msg.tags or ""] = counts.get(msg.tags or "", 0) + 1
                     received += 1
                 offset = int((response.ext_fields or {})["nextBeginOffset"])
-        table = Table(title=f"{TOPIC}: {sent} events sent in {send_s:.2f} s, {received} read back")
+        console.print(f"{TOPIC}: {sent} events sent in {send_s:.2f} s, {received} read back")
+        table = Table()
         table.add_column("status")
         table.add_column("events", justify="right")
         for status, count in counts.items():

@@ -113,4 +113,8 @@ def describe(config: object) -> Iterable[tuple[str, Any]]:
     """(RocketMQ name, value) pairs of ``config``, for printing the effective config."""
     for key, field in key_map(type(config)).items():
         value = getattr(config, field.name)
-        yield key, value.name if isinstance(value, enum.Enum) else value
+        if isinstance(value, enum.Enum):
+            value = value.name
+        elif isinstance(value, bool):
+            value = "true" if value else "false"
+        yield key, value

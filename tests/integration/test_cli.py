@@ -1,0 +1,59 @@
+"""The `apogee` command as a user runs it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support.processes import ServerProcess
+
+
+def apogee(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "apogee", *args], capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.parametrize("command", [[], ["namesrv"], ["broker"], ["dev"], ["demo"]])
+def test_help_everywhere(command: list[str]) -> None:
+    result = apogee(*command, "--help")
+    assert result.returncode == 0 and "Usage:" in result.stdout
+
+
+def test_broker_conf_with_rocketmq_names_and_unknown_keys(tmp_path: Path) -> None:
+    conf = tmp_path / "broker.conf"
+    conf.write_text(
+        "brokerClusterName=C1\nbrokerName=broker-x\nbrokerId=0\nnamesrvAddr=127.0.0.1:9876\n"
+        "listenPort=10921\nstorePathRootDir=/tmp/x\nflushDiskType=SYNC_FLUSH\nbrokerRole=ASYNC_MASTER\n"
+        "autoCreateTopicEnable=false\nfileReservedTime=48\ndeleteWhen=04\nnoSuchKey=1\n"
+    )
+    result = apogee("broker", "-c", str(conf), "-p")
+    assert result.returncode == 0
+    config = dict(line.split("=", 1) for line in result.stdout.splitlines())
+    assert config["brokerClusterName"] == "C1" and config["listenPort"] == "10921"
+    assert config["flushDiskType"] == "SYNC_FLUSH" and config["fileReservedTime"] == "48"
+    assert config["autoCreateTopicEnable"] == "false"
+    assert "noSuchKey" in result.stderr  # reported, not silently ignored
+
+
+def test_bad_config_value_is_one_clear_line(tmp_path: Path) -> None:
+    conf = tmp_path / "broker.conf"
+    conf.write_text("flushDiskType=SOMETIMES\n")
+    result = apogee("broker", "-c", str(conf))
+    assert result.returncode == 3
+    assert "flushDiskType" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_dev_runs_namesrv_and_broker_in_one_process(tmp_path: Path) -> None:
+    with ServerProcess(["dev", "--dir", str(tmp_path / "dev"), "--namesrv-listen", "127.0.0.1:0",
+                        "--broker-listen", "127.0.0.1:0"]) as dev:
+        assert "broker 127.0.0.1:" in dev.ready_line
+        assert dev.stop() == 0
+    assert (tmp_path / "dev" / "store" / "config" / "topics.json").exists()
+
+
+def test_demo_finishes_by_itself() -> None:
+    result = apogee("demo", "--orders", "20", timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "60 read back" in result.stdout
