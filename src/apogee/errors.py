@@ -145,6 +145,14 @@ class NoRouteError(ClientError):
     retriable = True
 
 
+class MessageValidationError(ClientError, ValueError):
+    """A message fails the client's checks (topic, body, properties) before anything is sent."""
+
+
+class ClientStateError(ClientError, RuntimeError):
+    """The client was used before ``start()`` or after ``shutdown()``."""
+
+
 # --- store and configuration ------------------------------------------------------------------
 
 

@@ -84,6 +84,10 @@ class Connection(asyncio.Protocol):
         self._close_reason = "not connected"
         self._write_paused = False
         self._drain_waiters: list[asyncio.Future[None]] = []
+        # Frames written during one loop iteration go out in one writelines call (one
+        # syscall instead of one per response when many requests are in flight).
+        self._outbox: list[object] = []
+        self._loop = asyncio.get_running_loop()
         self.closed_future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.peer: tuple[str, int] = ("", 0)
         self.local: tuple[str, int] = ("", 0)
@@ -178,7 +182,15 @@ class Connection(asyncio.Protocol):
                 f"connection to {self.peer[0]}:{self.peer[1]} is closed: {self._close_reason}"
             )
         self.last_activity = time.monotonic()
-        self._transport.writelines(encode(cmd))
+        outbox = self._outbox
+        if not outbox:
+            self._loop.call_soon(self._flush_outbox)
+        outbox += encode(cmd)
+
+    def _flush_outbox(self) -> None:
+        outbox, self._outbox = self._outbox, []
+        if outbox and self._transport is not None and not self._transport.is_closing():
+            self._transport.writelines(outbox)  # type: ignore[arg-type]
 
     async def drain(self) -> None:
         """Wait until the transport's write buffer is below its high-water mark."""
@@ -249,6 +261,7 @@ class Connection(asyncio.Protocol):
     def close(self, reason: str = "closed locally") -> None:
         if self._transport is not None and not self._closed:
             self._close_reason = reason
+            self._flush_outbox()  # what was already answered still goes out
             self._transport.close()
         self._closed = True
 

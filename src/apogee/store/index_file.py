@@ -94,34 +94,51 @@ class IndexFile:
 
     def put_key(self, key_hash: int, phy_offset: int, store_ts: int) -> bool:
         """Add one entry (RocketMQ IndexFile.putKey); False when the file is full."""
-        count = self.index_count
-        if count >= self.index_num:
-            return False
+        return self.put_keys((key_hash,), phy_offset, store_ts) == 1
+
+    def put_keys(self, key_hashes: tuple[int, ...] | list[int], phy_offset: int, store_ts: int) -> int:
+        """Add one entry per hash for the message at ``phy_offset``; returns how many fit.
+
+        Entry, slot and header updates are RocketMQ's putKey, with the header written once
+        per message rather than once per key.
+        """
         mm = self.mf.mm
-        abs_slot = 40 + (key_hash % self.slots) * 4
-        (slot_value,) = _unpack_slot(mm, abs_slot)
-        if slot_value <= 0 or slot_value > count:
-            slot_value = 0
+        count = self.index_count
+        slots = self.slots
+        base = self._entries_base
         begin_ts = self.begin_ts
+        if count <= 1:  # the first entry sets the begin values (its own timeDiff is 0)
+            self.begin_phy = phy_offset
+            self.begin_ts = store_ts
         if begin_ts <= 0:
             diff = 0
         else:
             diff = (store_ts - begin_ts) // 1000
             diff = 0 if diff < 0 else (diff if diff < lay.INT_MAX else lay.INT_MAX)
-        _pack_entry(mm, self._entries_base + count * 20, key_hash, phy_offset, diff, slot_value)
-        _pack_slot(mm, abs_slot, count)
-        if count <= 1:
-            self.begin_phy = phy_offset
-            self.begin_ts = store_ts
-        if slot_value == 0:
-            self.slot_count += 1
-        self.index_count = count + 1
-        self.end_phy = phy_offset
-        self.end_ts = store_ts
-        _pack_header(mm, 0, self.begin_ts, store_ts, self.begin_phy, phy_offset,
-                     self.slot_count, count + 1)
-        self.dirty = True
-        return True
+        added = 0
+        for key_hash in key_hashes:
+            if count >= self.index_num:
+                break
+            abs_slot = 40 + (key_hash % slots) * 4
+            (slot_value,) = _unpack_slot(mm, abs_slot)
+            if slot_value <= 0 or slot_value > count:
+                slot_value = 0
+                self.slot_count += 1
+            _pack_entry(mm, base + count * 20, key_hash, phy_offset, diff, slot_value)
+            _pack_slot(mm, abs_slot, count)
+            count += 1
+            added += 1
+        if added:
+            self.index_count = count
+            self.end_phy = phy_offset
+            self.end_ts = store_ts
+            _pack_header(mm, 0, self.begin_ts, store_ts, self.begin_phy, phy_offset,
+                         self.slot_count, count)
+            self.dirty = True
+        elif count <= 1:
+            self.begin_phy = self.end_phy
+            self.begin_ts = begin_ts
+        return added
 
     def is_time_matched(self, begin: int, end: int) -> bool:
         b, e = self.begin_ts, self.end_ts

@@ -15,12 +15,24 @@ import logging
 from pathlib import Path
 
 from apogee.common import constants as c
-from apogee.common.java_hash import abs_hash, index_key_hash, java_hash_concat, java_hash_unsigned
+import operator
+
+from apogee.common.java_hash import (
+    _POW,
+    _POWS_BY_LEN,
+    _powers,
+    _units,
+    abs_hash,
+    index_key_hash,
+    java_hash_unsigned,
+)
 from apogee.store.index_file import IndexFile, index_file_name
 
 log = logging.getLogger("apogee.store.index_service")
 
 _ROLLBACK = c.TRANSACTION_ROLLBACK_TYPE
+_mul = operator.mul
+_utf16_units = _units
 
 
 class IndexService:
@@ -66,7 +78,8 @@ class IndexService:
     def build(self, topic: str, keys: str | None, uniq: str | None, phys: int, store_ts: int) -> bool:
         """Index the message at ``phys`` (RocketMQ buildIndex).  False: create a file first.
 
-        Does nothing for a message already indexed.  Hashes ``topic#`` once per topic.
+        Does nothing for a message already indexed.  Hashes ``topic#`` once per topic
+        (``java_hash_concat``, inlined here: this runs for every message).
         """
         files = self.files
         last = files[-1] if files else None
@@ -74,22 +87,29 @@ class IndexService:
             end = last.end_phy
             if phys < end or (phys == end and (end > 0 or last.index_count > 1)):
                 return True
-        tokens = [k for k in keys.split(c.KEY_SEPARATOR) if k] if keys else []
-        count = len(tokens) + (1 if uniq else 0)
+        tokens = [k for k in keys.split(" ") if k] if keys else []
+        if uniq:
+            tokens.append(uniq)
+        count = len(tokens)
         if not count:
             return True
-        if last is None or last.room < min(count, self.index_num - 1):
+        if last is None or last.index_num - last.index_count < min(count, self.index_num - 1):
             return False
         prefix = self._prefix_hash.get(topic)
         if prefix is None:
             prefix = self._prefix_hash[topic] = java_hash_unsigned(topic + "#")
-        if uniq:
-            if not last.put_key(abs_hash(java_hash_concat(prefix, uniq)), phys, store_ts):
-                return True
+        hashes = []
         for key in tokens:
-            if not last.put_key(abs_hash(java_hash_concat(prefix, key)), phys, store_ts):
-                log.warning("index file %s full; key %r of offset %d not indexed", last.name, key, phys)
-                return True
+            units = key.encode("ascii") if key.isascii() else _utf16_units(key)
+            n = len(units)
+            pows = _POWS_BY_LEN.get(n) or _powers(n)
+            h = (prefix * (_POW[n] if n < 256 else pow(31, n, 1 << 32))
+                 + sum(map(_mul, units, pows))) & 0xFFFFFFFF
+            hashes.append(abs_hash(h))
+        if uniq:  # RocketMQ indexes UNIQ_KEY first, then the KEYS tokens
+            hashes.insert(0, hashes.pop())
+        if last.put_keys(hashes, phys, store_ts) < len(hashes):
+            log.warning("index file %s full; keys of offset %d partly not indexed", last.name, phys)
         return True
 
     def new_file_path(self, now_ms: int) -> Path:

@@ -92,6 +92,7 @@ class MessageStore:
         self._periodic: PeriodicFlush | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._dispatch_event: asyncio.Event | None = None
+        self._dispatch_lock = asyncio.Lock()
         self._flushed = 0  # CommitLog offset known durable (SYNC_FLUSH dispatch limit)
         self._running = False
         self._accepting = False
@@ -112,6 +113,7 @@ class MessageStore:
             raise
         self._flushed = self.commitlog.flushed_offset
         self._dispatch_event = asyncio.Event()
+        self._dispatch_lock = asyncio.Lock()
         on_flushed, on_error = self._on_commitlog_flushed, self._on_flush_error
         if self.sync_flush:
             self._group = GroupCommit(self._loop, self.io, self.commitlog,
@@ -316,6 +318,12 @@ class MessageStore:
             await self._dispatch_until_caught_up()
 
     async def _dispatch_until_caught_up(self) -> None:
+        """Dispatch up to the current limit.  One caller at a time: a file being created
+        for one caller must not be created again by another."""
+        async with self._dispatch_lock:
+            await self._dispatch_locked()
+
+    async def _dispatch_locked(self) -> None:
         while True:
             result = self.dispatcher.dispatch(self._dispatch_limit(), DISPATCH_BATCH)
             if result == DONE:

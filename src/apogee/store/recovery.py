@@ -109,13 +109,14 @@ def recover_commitlog(mfq: MappedFileQueue, *, clean_shutdown: bool, safe_ts: in
     for mf in mfq.files[start_idx:]:
         mf.flushed = 0  # unknown: make the store fsync it before exposing anything
     report = RecoveryReport(clean_shutdown, start_offset, end, records, dropped, len(removed), last_ts)
-    if dropped or removed:
+    if dropped:
         log.warning(
             "CommitLog recovery: cut at offset %d, dropped %d bytes of torn or corrupt data "
             "(%d file(s) removed); %d records verified from offset %d",
             end, dropped, len(removed), records, start_offset,
         )
     else:
-        log.info("CommitLog recovery: %d records verified from offset %d, end at %d (%s)",
-                 records, start_offset, end, "clean shutdown" if clean_shutdown else "after crash")
+        log.info("CommitLog recovery: %d records verified from offset %d, end at %d (%s%s)",
+                 records, start_offset, end, "clean shutdown" if clean_shutdown else "after crash",
+                 f", {len(removed)} empty file(s) removed" if removed else "")
     return report

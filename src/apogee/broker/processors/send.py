@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import random
 import zlib
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
 from apogee.broker.topics import NOT_ALLOWED_SEND_TOPICS, PERM_RW, validate_topic
@@ -159,7 +160,9 @@ class SendProcessor:
 
     # --- send ---------------------------------------------------------------------------------
 
-    async def send(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+    def send(self, conn: Connection, req: RemotingCommand) -> RemotingCommand | Awaitable[RemotingCommand]:
+        """Answer at once under ASYNC_FLUSH; under SYNC_FLUSH return an awaitable that
+        answers when the group commit has made the message durable."""
         h = self._header(req)
         config, rejection = self._check(req, h)
         if rejection is not None:
@@ -167,7 +170,7 @@ class SendProcessor:
         assert config is not None
         body = req.body_bytes()
         if h.batch:
-            return await self._send_batch(conn, req, h, config, body)
+            return self._send_batch(conn, req, h, config, body)
         bad = self._check_body(req, body)
         if bad is not None:
             return bad
@@ -203,8 +206,18 @@ class SendProcessor:
         props[c.CLUSTER] = self.b.config.broker_cluster_name
         msg = self._message(conn, topic, queue_id, body, h.flag, props, sysflag, h.born_timestamp, reconsume_times)
         self._apply_delay(msg, props, tran_type)
-        result = await self.b.store.put_message(msg)
-        return self._response(req, result, queue_id=msg.queue_id)
+        result, durable = self.b.store.put_message_nowait(msg)
+        if durable is None:
+            return self._response(req, result, queue_id=msg.queue_id)
+        return self._after_flush(req, result, durable, msg.queue_id)
+
+    async def _after_flush(
+        self, req: RemotingCommand, result: PutResult, durable: Awaitable[PutStatus], queue_id: int
+    ) -> RemotingCommand:
+        status = await durable
+        if status is not PutStatus.PUT_OK:
+            result.status = status
+        return self._response(req, result, queue_id=queue_id)
 
     def _retry_or_dlq(
         self,
@@ -284,14 +297,14 @@ class SendProcessor:
         ext["TRACE_ON"] = "true" if self.b.config.trace_on else "false"
         return req.response(code, remark, ext_fields=ext)
 
-    async def _send_batch(
+    def _send_batch(
         self,
         conn: Connection,
         req: RemotingCommand,
         h: SendMessageRequestHeader,
         config: TopicConfigData,
         body: bytes,
-    ) -> RemotingCommand:
+    ) -> RemotingCommand | Awaitable[RemotingCommand]:
         if h.topic.startswith(c.RETRY_GROUP_TOPIC_PREFIX):
             return req.response(ResponseCode.MESSAGE_ILLEGAL, "batch messages cannot be sent to a retry topic")
         if not body:
@@ -332,8 +345,10 @@ class SendProcessor:
             store_host=(self.b.store_ip, self.b.listen_port),
             reconsume_times=h.reconsume_times or 0,
         )
-        result = await self.b.store.put_messages(batch)
-        return self._response(req, result, queue_id=queue_id)
+        result, durable = self.b.store.put_messages_nowait(batch)
+        if durable is None:
+            return self._response(req, result, queue_id=queue_id)
+        return self._after_flush(req, result, durable, queue_id)
 
     # --- send back (retry / DLQ) --------------------------------------------------------------
 

@@ -1,0 +1,299 @@
+"""ClientAPI (RocketMQ's MQClientAPIImpl): one async method per request code.
+
+Each method builds the request from the typed headers and bodies of ``apogee.remoting``,
+sends it through the ``RemotingClient`` and turns the response into a value.  A response code
+other than SUCCESS becomes the matching ``RemoteError`` subclass (``RemoteError.for_code``),
+so callers handle one exception hierarchy; transport failures arrive as
+``RequestTimeoutError`` / ``ConnectionClosedError``.
+
+The pure halves (``build_pull_result``, ``parse_send_response``) take a response and give a
+value without I/O, so they are unit-tested and reused by the async-callback paths.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+
+from apogee.client.types import PullResult, PullStatus, SendResult, SendStatus
+from apogee.common import constants as c
+from apogee.common.message import MessageExt, MessageQueue
+from apogee.common.message_codec import decode_record, decode_records
+from apogee.errors import RemoteError
+from apogee.remoting.bodies.heartbeat import (
+    HeartbeatData,
+    LockBatchRequest,
+    QueueKey,
+    decode_consumer_id_list,
+    decode_lock_ok,
+)
+from apogee.remoting.bodies.route import TopicRouteData
+from apogee.remoting.client import RemotingClient
+from apogee.remoting.codes import RequestCode, ResponseCode
+from apogee.remoting.command import RemotingCommand
+from apogee.remoting.headers.consumer import (
+    CreateTopicRequestHeader,
+    GetConsumerListByGroupRequestHeader,
+    QueryConsumerOffsetRequestHeader,
+    SearchOffsetRequestHeader,
+    TopicQueueRequestHeader,
+    UnregisterClientRequestHeader,
+    UpdateConsumerOffsetRequestHeader,
+    ViewMessageRequestHeader,
+)
+from apogee.remoting.headers.namesrv import GetRouteInfoRequestHeader
+from apogee.remoting.headers.pull import PullMessageRequestHeader
+from apogee.remoting.headers.send import ConsumerSendMsgBackRequestHeader
+
+log = logging.getLogger("apogee.client.api")
+
+_SEND_STATUS = {
+    ResponseCode.SUCCESS: SendStatus.SEND_OK,
+    ResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
+    ResponseCode.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,
+    ResponseCode.SLAVE_NOT_AVAILABLE: SendStatus.SLAVE_NOT_AVAILABLE,
+}
+_PULL_STATUS = {
+    ResponseCode.SUCCESS: PullStatus.FOUND,
+    ResponseCode.PULL_NOT_FOUND: PullStatus.NO_NEW_MSG,
+    ResponseCode.PULL_RETRY_IMMEDIATELY: PullStatus.NO_MATCHED_MSG,
+    ResponseCode.PULL_OFFSET_MOVED: PullStatus.OFFSET_ILLEGAL,
+}
+
+
+def check(resp: RemotingCommand) -> RemotingCommand:
+    """``resp`` itself when it is a success, else the matching ``RemoteError``."""
+    if resp.code != ResponseCode.SUCCESS:
+        raise RemoteError.for_code(resp.code, resp.remark)
+    return resp
+
+
+def _ext_int(ext: dict[str, str] | None, key: str, default: int = 0) -> int:
+    if not ext:
+        return default
+    raw = ext.get(key)
+    try:
+        return int(raw) if raw is not None else default
+    except ValueError:
+        return default
+
+
+def parse_send_response(
+    resp: RemotingCommand, mq: MessageQueue, uniq_ids: list[str]
+) -> list[SendResult]:
+    """Send results for the ``len(uniq_ids)`` messages of one send (one, or a batch).
+
+    A batch response carries the offset ids comma-joined and the first message's queue
+    offset; the others follow consecutively.
+    """
+    status = _SEND_STATUS.get(resp.code)  # type: ignore[call-overload]
+    if status is None:
+        raise RemoteError.for_code(resp.code, resp.remark)
+    ext = resp.ext_fields or {}
+    offset_ids = (ext.get("msgId") or "").split(",")
+    queue_id = _ext_int(ext, "queueId", mq.queue_id)
+    first = _ext_int(ext, "queueOffset")
+    region = ext.get("MSG_REGION", "")
+    trace = ext.get("TRACE_ON") == "true"
+    if queue_id != mq.queue_id:
+        mq = MessageQueue(mq.topic, mq.broker_name, queue_id)
+    results = []
+    for i, uniq in enumerate(uniq_ids):
+        offset_id = offset_ids[i] if i < len(offset_ids) else ""
+        results.append(SendResult(status, uniq or offset_id, offset_id, mq, first + i, region, trace))
+    return results
+
+
+def tags_of(msg: MessageExt) -> str | None:
+    return msg.properties.get(c.PROPERTY_TAGS)
+
+
+def build_pull_result(resp: RemotingCommand, tags_set: frozenset[str] | None) -> PullResult:
+    """The ``PullResult`` of a PULL_MESSAGE response; raises ``RemoteError`` on other codes.
+
+    ``tags_set`` is the subscription's tags (None or empty: all).  The broker filtered by tag
+    hash; two tags can share a hash, so the client filters again by the tag string.
+    """
+    status = _PULL_STATUS.get(resp.code)  # type: ignore[call-overload]
+    if status is None:
+        raise RemoteError.for_code(resp.code, resp.remark)
+    ext = resp.ext_fields
+    result = PullResult(
+        status,
+        _ext_int(ext, "nextBeginOffset"),
+        _ext_int(ext, "minOffset"),
+        _ext_int(ext, "maxOffset"),
+        suggest_which_broker_id=_ext_int(ext, "suggestWhichBrokerId"),
+    )
+    if status is PullStatus.FOUND and resp.body:
+        body = resp.body if isinstance(resp.body, (bytes, bytearray, memoryview)) else resp.body_bytes()
+        msgs = decode_records(body)
+        if tags_set:
+            msgs = [m for m in msgs if m.properties.get(c.PROPERTY_TAGS) in tags_set]
+        result.messages = msgs
+    return result
+
+
+def _queue_keys(mqs: Iterable[MessageQueue]) -> list[QueueKey]:
+    return [QueueKey(mq.topic, mq.broker_name, mq.queue_id) for mq in mqs]
+
+
+class ClientAPI:
+    """Requests to NameServers and brokers, one method per request code."""
+
+    def __init__(self, remoting: RemotingClient, timeout_ms: int) -> None:
+        self.remoting = remoting
+        self.timeout_ms = timeout_ms
+
+    async def _call(self, addr: str, request: RemotingCommand, timeout_ms: int | None = None) -> RemotingCommand:
+        return await self.remoting.invoke(addr, request, timeout_ms or self.timeout_ms)
+
+    # --- NameServer ---------------------------------------------------------------------------
+
+    async def get_route(self, namesrv: str, topic: str, timeout_ms: int | None = None) -> TopicRouteData | None:
+        """The topic's route, or None when the NameServer does not know the topic."""
+        req = RemotingCommand.request(
+            RequestCode.GET_ROUTEINFO_BY_TOPIC,
+            GetRouteInfoRequestHeader(topic, accept_standard_json_only=True).encode(),
+        )
+        resp = await self._call(namesrv, req, timeout_ms)
+        if resp.code == ResponseCode.TOPIC_NOT_EXIST:
+            return None
+        check(resp)
+        if not resp.body:
+            return None
+        return TopicRouteData.decode(resp.body_bytes())
+
+    # --- sending ------------------------------------------------------------------------------
+
+    async def send(self, addr: str, request: RemotingCommand, timeout_ms: int) -> RemotingCommand:
+        """A prepared SEND_MESSAGE(_V2) / SEND_BATCH_MESSAGE request; the raw response."""
+        return await self.remoting.invoke(addr, request, timeout_ms)
+
+    async def consumer_send_msg_back(
+        self,
+        addr: str,
+        msg: MessageExt,
+        group: str,
+        delay_level: int,
+        max_reconsume_times: int,
+        timeout_ms: int | None = None,
+    ) -> None:
+        """Hand a failed message back: to ``%RETRY%group`` with a delay, or to the DLQ."""
+        header = ConsumerSendMsgBackRequestHeader(
+            offset=msg.commit_log_offset,
+            group=group,
+            delay_level=delay_level,
+            origin_msg_id=msg.msg_id,
+            origin_topic=msg.topic,
+            unit_mode=False,
+            max_reconsume_times=max_reconsume_times,
+        )
+        req = RemotingCommand.request(RequestCode.CONSUMER_SEND_MSG_BACK, header.encode())
+        check(await self._call(addr, req, timeout_ms))
+
+    # --- pulling and offsets ------------------------------------------------------------------
+
+    def pull_request(self, header: PullMessageRequestHeader) -> RemotingCommand:
+        return RemotingCommand.request(RequestCode.PULL_MESSAGE, header.encode())
+
+    async def pull(
+        self, addr: str, header: PullMessageRequestHeader, timeout_ms: int, tags_set: frozenset[str] | None
+    ) -> PullResult:
+        resp = await self.remoting.invoke(addr, self.pull_request(header), timeout_ms)
+        return build_pull_result(resp, tags_set)
+
+    async def query_consumer_offset(self, addr: str, group: str, topic: str, queue_id: int) -> int:
+        """The group's committed offset; ``QueryNotFoundError`` when it has none."""
+        req = RemotingCommand.request(
+            RequestCode.QUERY_CONSUMER_OFFSET,
+            QueryConsumerOffsetRequestHeader(group, topic, queue_id).encode(),
+        )
+        resp = check(await self._call(addr, req))
+        return _ext_int(resp.ext_fields, "offset", -1)
+
+    async def update_consumer_offset(
+        self, addr: str, group: str, topic: str, queue_id: int, offset: int, *, oneway: bool = False
+    ) -> None:
+        header = UpdateConsumerOffsetRequestHeader(group, topic, queue_id, offset).encode()
+        if oneway:
+            await self.remoting.invoke_oneway(addr, RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, header))
+            return
+        check(await self._call(addr, RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, header)))
+
+    async def _offset_call(self, addr: str, code: int, ext: dict[str, str], key: str = "offset") -> int:
+        resp = check(await self._call(addr, RemotingCommand.request(code, ext)))
+        return _ext_int(resp.ext_fields, key, -1)
+
+    async def get_max_offset(self, addr: str, topic: str, queue_id: int) -> int:
+        return await self._offset_call(addr, RequestCode.GET_MAX_OFFSET, TopicQueueRequestHeader(topic, queue_id).encode())
+
+    async def get_min_offset(self, addr: str, topic: str, queue_id: int) -> int:
+        return await self._offset_call(addr, RequestCode.GET_MIN_OFFSET, TopicQueueRequestHeader(topic, queue_id).encode())
+
+    async def search_offset(self, addr: str, topic: str, queue_id: int, timestamp_ms: int) -> int:
+        return await self._offset_call(
+            addr, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, SearchOffsetRequestHeader(topic, queue_id, timestamp_ms).encode()
+        )
+
+    async def get_earliest_msg_store_time(self, addr: str, topic: str, queue_id: int) -> int:
+        return await self._offset_call(
+            addr, RequestCode.GET_EARLIEST_MSG_STORETIME, TopicQueueRequestHeader(topic, queue_id).encode(), "timestamp"
+        )
+
+    async def view_message(self, addr: str, commit_log_offset: int) -> MessageExt:
+        req = RemotingCommand.request(RequestCode.VIEW_MESSAGE_BY_ID, ViewMessageRequestHeader(commit_log_offset).encode())
+        resp = check(await self._call(addr, req))
+        return decode_record(resp.body_bytes())
+
+    # --- membership ---------------------------------------------------------------------------
+
+    async def heartbeat(self, addr: str, data: HeartbeatData | bytes, timeout_ms: int | None = None) -> None:
+        body = data if isinstance(data, bytes) else data.encode()
+        check(await self._call(addr, RemotingCommand.request(RequestCode.HEART_BEAT, body=body), timeout_ms))
+
+    async def unregister_client(
+        self, addr: str, client_id: str, producer_group: str | None, consumer_group: str | None
+    ) -> None:
+        header = UnregisterClientRequestHeader(client_id, producer_group, consumer_group).encode()
+        check(await self._call(addr, RemotingCommand.request(RequestCode.UNREGISTER_CLIENT, header)))
+
+    async def get_consumer_id_list(self, addr: str, group: str) -> list[str]:
+        req = RemotingCommand.request(
+            RequestCode.GET_CONSUMER_LIST_BY_GROUP, GetConsumerListByGroupRequestHeader(group).encode()
+        )
+        resp = check(await self._call(addr, req))
+        return decode_consumer_id_list(resp.body_bytes()) if resp.body else []
+
+    async def lock_batch_mq(
+        self, addr: str, group: str, client_id: str, mqs: Iterable[MessageQueue], timeout_ms: int | None = None
+    ) -> set[MessageQueue]:
+        body = LockBatchRequest(group, client_id, _queue_keys(mqs)).encode()
+        resp = check(await self._call(addr, RemotingCommand.request(RequestCode.LOCK_BATCH_MQ, body=body), timeout_ms))
+        return {MessageQueue(k.topic, k.broker_name, k.queue_id) for k in decode_lock_ok(resp.body_bytes())}
+
+    async def unlock_batch_mq(
+        self, addr: str, group: str, client_id: str, mqs: Iterable[MessageQueue], *, oneway: bool = False
+    ) -> None:
+        body = LockBatchRequest(group, client_id, _queue_keys(mqs)).encode()
+        req = RemotingCommand.request(RequestCode.UNLOCK_BATCH_MQ, body=body)
+        if oneway:
+            await self.remoting.invoke_oneway(addr, req)
+        else:
+            check(await self._call(addr, req))
+
+    # --- administration -----------------------------------------------------------------------
+
+    async def create_topic(
+        self,
+        addr: str,
+        topic: str,
+        queue_nums: int,
+        *,
+        perm: int = c.PERM_READ | c.PERM_WRITE,
+        order: bool = False,
+    ) -> None:
+        header = CreateTopicRequestHeader(
+            topic, c.TBW102, queue_nums, queue_nums, perm, "SINGLE_TAG", 0, order
+        ).encode()
+        check(await self._call(addr, RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, header)))
