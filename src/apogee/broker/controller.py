@@ -20,12 +20,14 @@ from apogee.broker.long_polling import PullRequestHoldService
 from apogee.broker.offsets import ConsumerOffsetManager
 from apogee.broker.processors.admin import AdminProcessor
 from apogee.broker.processors.client_manage import ClientManageProcessor, notify_request
+from apogee.broker.processors.end_transaction import EndTransactionProcessor
 from apogee.broker.processors.pull import PullProcessor
 from apogee.broker.processors.send import SendProcessor
 from apogee.broker.registration import NamesrvRegistrar
 from apogee.broker.schedule import ScheduleService
 from apogee.broker.subscriptions import SubscriptionGroupManager
 from apogee.broker.topics import TopicConfigManager
+from apogee.broker.transaction import TransactionService
 from apogee.common.constants import SCHEDULE_TOPIC, parse_delay_levels
 from apogee.errors import ApogeeError
 from apogee.remoting.bodies.route import DataVersion, TopicConfigData
@@ -73,6 +75,7 @@ class BrokerController:
         self.locks = RebalanceLockManager(config.rebalance_lock_max_live_time_ms)
         self.long_polling = PullRequestHoldService()
         self.schedule = ScheduleService(self, config_dir / "delayOffset.json")
+        self.transactions = TransactionService(self)
         self.dispatcher = RequestDispatcher()
         self.server = RemotingServer(
             self.dispatcher, self.remoting_config, on_connection_closed=self._connection_closed
@@ -86,6 +89,7 @@ class BrokerController:
             self.pull_processor,
             ClientManageProcessor(self),
             AdminProcessor(self),
+            EndTransactionProcessor(self),
         ):
             processor.register_with(self.dispatcher)
         self.store_ip = config.store_ip()
@@ -107,6 +111,7 @@ class BrokerController:
         await self.store.start()
         self.store.add_arrival_listener(self._message_arrived)
         self.schedule.start()
+        self.transactions.start()
         namesrvs = self.config.namesrv_list()
         self.registrar = NamesrvRegistrar(
             self.outbound,
@@ -143,6 +148,7 @@ class BrokerController:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self.long_polling.wake_all()
         await self.schedule.stop()
+        await self.transactions.stop()
         await self.server.close()
         await self.outbound.close()
         self.persist_tables()

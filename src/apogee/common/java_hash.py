@@ -101,3 +101,23 @@ def abs_hash(unsigned: int) -> int:
             return 0  # abs(Integer.MIN_VALUE) stays negative in Java; RocketMQ then uses 0
         return 0x100000000 - unsigned
     return unsigned
+
+
+def index_hashes(prefix_hash: int, keys: list[str]) -> list[int]:
+    """IndexFile key hashes of ``prefix + key`` for each key (``prefix_hash`` unsigned).
+
+    The loop of ``java_hash_concat`` + ``abs_hash`` inlined: the dispatcher calls this once per
+    message (UNIQ_KEY plus KEYS), so per-key function calls are worth saving.
+    """
+    out = []
+    mul = operator.mul
+    for key in keys:
+        units = key.encode("ascii") if key.isascii() else _units(key)
+        n = len(units)
+        pows = _POWS_BY_LEN.get(n) or _powers(n)
+        scale = _POW[n] if n < _MAX_CACHED_LEN else pow(31, n, 1 << 32)
+        h = (prefix_hash * scale + sum(map(mul, units, pows))) & _MASK
+        if h & _SIGN:
+            h = 0 if h == _SIGN else 0x100000000 - h
+        out.append(h)
+    return out

@@ -71,6 +71,11 @@ class RemotingClient:
         finally:
             del self._connecting[addr]
 
+    def connection_if_open(self, addr: str) -> Connection | None:
+        """The open connection to ``addr`` if there is one: no connect, no await (hot paths)."""
+        conn = self._connections.get(addr)
+        return conn if conn is not None and conn.is_open else None
+
     async def _open(self, addr: str) -> Connection:
         host, port = split_address(addr)
         loop = asyncio.get_running_loop()

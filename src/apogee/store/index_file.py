@@ -135,9 +135,6 @@ class IndexFile:
             _pack_header(mm, 0, self.begin_ts, store_ts, self.begin_phy, phy_offset,
                          self.slot_count, count)
             self.dirty = True
-        elif count <= 1:
-            self.begin_phy = self.end_phy
-            self.begin_ts = begin_ts
         return added
 
     def is_time_matched(self, begin: int, end: int) -> bool:

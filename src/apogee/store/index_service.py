@@ -15,24 +15,12 @@ import logging
 from pathlib import Path
 
 from apogee.common import constants as c
-import operator
-
-from apogee.common.java_hash import (
-    _POW,
-    _POWS_BY_LEN,
-    _powers,
-    _units,
-    abs_hash,
-    index_key_hash,
-    java_hash_unsigned,
-)
+from apogee.common.java_hash import index_hashes, index_key_hash, java_hash_unsigned
 from apogee.store.index_file import IndexFile, index_file_name
 
 log = logging.getLogger("apogee.store.index_service")
 
 _ROLLBACK = c.TRANSACTION_ROLLBACK_TYPE
-_mul = operator.mul
-_utf16_units = _units
 
 
 class IndexService:
@@ -78,8 +66,7 @@ class IndexService:
     def build(self, topic: str, keys: str | None, uniq: str | None, phys: int, store_ts: int) -> bool:
         """Index the message at ``phys`` (RocketMQ buildIndex).  False: create a file first.
 
-        Does nothing for a message already indexed.  Hashes ``topic#`` once per topic
-        (``java_hash_concat``, inlined here: this runs for every message).
+        Does nothing for a message already indexed.  Hashes ``topic#`` once per topic.
         """
         files = self.files
         last = files[-1] if files else None
@@ -87,9 +74,9 @@ class IndexService:
             end = last.end_phy
             if phys < end or (phys == end and (end > 0 or last.index_count > 1)):
                 return True
-        tokens = [k for k in keys.split(" ") if k] if keys else []
-        if uniq:
-            tokens.append(uniq)
+        tokens = [uniq] if uniq else []  # RocketMQ: UNIQ_KEY first, then each KEYS token
+        if keys:
+            tokens.extend(k for k in keys.split(" ") if k)
         count = len(tokens)
         if not count:
             return True
@@ -98,16 +85,7 @@ class IndexService:
         prefix = self._prefix_hash.get(topic)
         if prefix is None:
             prefix = self._prefix_hash[topic] = java_hash_unsigned(topic + "#")
-        hashes = []
-        for key in tokens:
-            units = key.encode("ascii") if key.isascii() else _utf16_units(key)
-            n = len(units)
-            pows = _POWS_BY_LEN.get(n) or _powers(n)
-            h = (prefix * (_POW[n] if n < 256 else pow(31, n, 1 << 32))
-                 + sum(map(_mul, units, pows))) & 0xFFFFFFFF
-            hashes.append(abs_hash(h))
-        if uniq:  # RocketMQ indexes UNIQ_KEY first, then the KEYS tokens
-            hashes.insert(0, hashes.pop())
+        hashes = index_hashes(prefix, tokens)
         if last.put_keys(hashes, phys, store_ts) < len(hashes):
             log.warning("index file %s full; keys of offset %d partly not indexed", last.name, phys)
         return True

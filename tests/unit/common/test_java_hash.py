@@ -5,6 +5,7 @@ from hypothesis import strategies as st
 
 from apogee.common.java_hash import (
     abs_hash,
+    index_hashes,
     index_key_hash,
     java_hash_concat,
     java_hash_unsigned,
@@ -51,3 +52,8 @@ def test_matches_reference(s: str) -> None:
 @given(st.text(max_size=40), st.text(max_size=300))
 def test_concat_equals_hash_of_concatenation(prefix: str, s: str) -> None:
     assert java_hash_concat(java_hash_unsigned(prefix), s) == java_hash_unsigned(prefix + s)
+
+
+@given(st.text(max_size=30), st.lists(st.text(max_size=300), max_size=5))
+def test_index_hashes(prefix: str, keys: list[str]) -> None:
+    assert index_hashes(java_hash_unsigned(prefix), keys) == [index_key_hash(prefix + k) for k in keys]

@@ -13,9 +13,10 @@ from apogee.broker.subscriptions import SubscriptionGroupConfig
 from apogee.broker.topics import validate_topic
 from apogee.common.constants import SYSTEM_TOPIC_PREFIX
 from apogee.errors import HeaderError
+from apogee.remoting.bodies.heartbeat import QueueKey, encode_reset_offset_body
 from apogee.remoting.bodies.lenient_json import loads
 from apogee.remoting.bodies.route import TopicConfigData
-from apogee.remoting.codes import RequestCode, ResponseCode
+from apogee.remoting.codes import VERSION_V3_0_7_SNAPSHOT, LanguageCode, RequestCode, ResponseCode
 from apogee.remoting.command import RemotingCommand
 from apogee.remoting.connection import Connection
 from apogee.remoting.headers.consumer import (
@@ -26,6 +27,7 @@ from apogee.remoting.headers.consumer import (
     OffsetResponseHeader,
     QueryMessageRequestHeader,
     QueryMessageResponseHeader,
+    ResetOffsetRequestHeader,
     SearchOffsetRequestHeader,
     TopicQueueRequestHeader,
     ViewMessageRequestHeader,
@@ -64,6 +66,7 @@ class AdminProcessor:
             RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: self.all_groups,
             RequestCode.DELETE_SUBSCRIPTIONGROUP: self.delete_group,
             RequestCode.GET_BROKER_RUNTIME_INFO: self.runtime_info,
+            RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: self.reset_offset,
         }.items():
             dispatcher.register(code, handler)
 
@@ -227,6 +230,51 @@ class AdminProcessor:
             raise HeaderError("the custom field <groupName> is null")
         self.b.subscriptions.delete(name)
         return req.response(ResponseCode.SUCCESS)
+
+    def reset_offset(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+        """Rewind (or forward) a group on a topic to a time, and tell its live consumers.
+
+        Offsets are set here first, so a consumer that is offline picks them up when it
+        starts; live consumers get RESET_CONSUMER_CLIENT_OFFSET and resume from there
+        without restarting.  ``timestamp`` -1 means the end of each queue.  Unless forced,
+        a queue whose committed offset is already below the target is left alone.
+        """
+        h = ResetOffsetRequestHeader.decode(req.ext_fields)
+        config = self.b.topics.get(h.topic)
+        if config is None:
+            return req.response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist")
+        if self.b.subscriptions.find(h.group) is None:
+            return req.response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {h.group}")
+        offsets: dict[QueueKey, int] = {}
+        for qid in range(config.read_queue_nums):
+            if h.timestamp < 0:
+                target = self.b.store.get_max_offset_in_queue(h.topic, qid)
+            else:
+                target = self.b.store.get_offset_in_queue_by_time(h.topic, qid, h.timestamp)
+            current = self.b.offsets.query(h.group, h.topic, qid)
+            if h.is_force or current < 0 or target < current:
+                self.b.offsets.commit(h.group, h.topic, qid, target)
+                offsets[QueueKey(h.topic, self.b.config.broker_name, qid)] = target
+            else:
+                offsets[QueueKey(h.topic, self.b.config.broker_name, qid)] = current
+        self.b.offsets.persist()
+        self._tell_consumers(h, offsets)
+        log.info("reset group %s on %s to %d: %s", h.group, h.topic, h.timestamp, {q.queue_id: o for q, o in offsets.items()})
+        return req.response(ResponseCode.SUCCESS, body=encode_reset_offset_body(offsets, java=req.language == LanguageCode.JAVA))
+
+    def _tell_consumers(self, h: ResetOffsetRequestHeader, offsets: dict[QueueKey, int]) -> None:
+        info = self.b.clients.consumer_group(h.group)
+        if info is None:
+            return
+        header = ResetOffsetRequestHeader(h.topic, h.group, h.timestamp, h.is_force).encode()
+        for channel in info.channels.values():
+            conn = channel.conn
+            if not isinstance(conn, Connection) or not conn.is_open:
+                continue
+            if channel.version < VERSION_V3_0_7_SNAPSHOT:
+                continue
+            body = encode_reset_offset_body(offsets, java=channel.language == LanguageCode.JAVA)
+            conn.send(RemotingCommand.request(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, dict(header), body, oneway=True))
 
     def runtime_info(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         table = {k: str(v) for k, v in self.b.store.runtime_info().items()}

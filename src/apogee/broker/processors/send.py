@@ -205,7 +205,8 @@ class SendProcessor:
         props.pop(c.WAIT, None)
         props[c.CLUSTER] = self.b.config.broker_cluster_name
         msg = self._message(conn, topic, queue_id, body, h.flag, props, sysflag, h.born_timestamp, reconsume_times)
-        self._apply_delay(msg, props, tran_type)
+        if topic != c.RMQ_SYS_TRANS_HALF_TOPIC:  # a half's delay applies when it is committed
+            self.apply_delay(msg, props, tran_type)
         result, durable = self.b.store.put_message_nowait(msg)
         if durable is None:
             return self._response(req, result, queue_id=msg.queue_id)
@@ -244,7 +245,7 @@ class SendProcessor:
             return dlq, 0
         return None
 
-    def _apply_delay(self, msg: InnerMessage, props: dict[str, str], tran_type: int) -> None:
+    def apply_delay(self, msg: InnerMessage, props: dict[str, str], tran_type: int) -> None:
         level_text = props.get(c.DELAY)
         if not level_text or tran_type not in (c.TRANSACTION_NOT_TYPE, c.TRANSACTION_COMMIT_TYPE):
             return
@@ -413,7 +414,7 @@ class SendProcessor:
             reconsume_times=reconsume + 1,
             tags_code=tags_code(props.get(c.TAGS)),
         )
-        self._apply_delay(msg, props, c.TRANSACTION_NOT_TYPE)
+        self.apply_delay(msg, props, c.TRANSACTION_NOT_TYPE)
         result = await self.b.store.put_message(msg)
         if result.status != PutStatus.PUT_OK:
             code, remark = _STATUS_TO_CODE.get(result.status, (ResponseCode.SYSTEM_ERROR, result.status.name))

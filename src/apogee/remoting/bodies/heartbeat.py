@@ -205,3 +205,27 @@ def decode_lock_ok(body: bytes | None) -> list[QueueKey]:
     if not body:
         return []
     return [QueueKey.from_json(q) for q in loads(body).get("lockOKMQSet") or []]
+
+
+def encode_reset_offset_body(offsets: dict[QueueKey, int], *, java: bool) -> bytes:
+    """ResetOffsetBody for RESET_CONSUMER_CLIENT_OFFSET and the admin answer.
+
+    Java clients read fastjson's map with MessageQueue *objects* as keys (not standard JSON);
+    every other client (C++ 1.2.3's ResetOffsetBodyForC, Apogee's own) reads a list.
+    """
+    if java:
+        items = ",".join(
+            orjson.dumps(q.to_json()).decode() + ":" + str(off) for q, off in sorted(offsets.items(), key=lambda kv: (kv[0].topic, kv[0].queue_id))
+        )
+        return ('{"offsetTable":{' + items + "}}").encode()
+    return orjson.dumps(
+        {"offsetTable": [{**q.to_json(), "offset": off} for q, off in sorted(offsets.items(), key=lambda kv: (kv[0].topic, kv[0].queue_id))]}
+    )
+
+
+def decode_reset_offset_body(body: bytes) -> dict[QueueKey, int]:
+    """Read the list form written by ``encode_reset_offset_body(java=False)``."""
+    table = loads(body).get("offsetTable") or []
+    if not isinstance(table, list):
+        raise HeaderError("offsetTable is not a list")
+    return {QueueKey.from_json(item): int(item["offset"]) for item in table}

@@ -78,3 +78,23 @@ class ConsumerSendMsgBackRequestHeader(Header):
     origin_topic: str | None = None
     unit_mode: bool | None = None
     max_reconsume_times: int | None = None
+
+
+@dataclass
+class EndTransactionRequestHeader(Header):
+    producer_group: str
+    tran_state_table_offset: int
+    commit_log_offset: int
+    commit_or_rollback: int
+    msg_id: str
+    from_transaction_check: bool = False
+    transaction_id: str | None = None
+
+
+@dataclass
+class CheckTransactionStateRequestHeader(Header):
+    tran_state_table_offset: int
+    commit_log_offset: int
+    msg_id: str | None = None
+    transaction_id: str | None = None
+    offset_msg_id: str | None = None

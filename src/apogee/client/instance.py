@@ -1,0 +1,559 @@
+"""ClientInstance (RocketMQ's MQClientInstance): what producers and consumers of one client id share.
+
+* NameServer access with failover: one NameServer is used until it fails, then the next;
+* the topic route cache, refreshed every ``poll_name_server_interval_ms``, on demand, and soon
+  after a broker connection drops (so sends and consumers move off a broker that went away);
+* heartbeats to every broker every ``heartbeat_broker_interval_ms`` (and when a consumer
+  starts), which also tell brokers the consumers' subscriptions;
+* periodic offset persistence for every consumer;
+* requests brokers send to clients: NOTIFY_CONSUMER_IDS_CHANGED (rebalance now),
+  RESET_CONSUMER_CLIENT_OFFSET, GET_CONSUMER_RUNNING_INFO, CHECK_TRANSACTION_STATE;
+* clean shutdown: UNREGISTER_CLIENT to every broker, then the connections close.
+
+Producers and consumers created with the same ``client_id`` on one event loop share one
+instance (and so one connection per broker), as in RocketMQ; each client object gets its own
+id by default (see ``ClientConfig.instance_name``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any, Protocol
+
+import orjson
+
+from apogee.client.api import ClientAPI
+from apogee.client.config import ClientConfig
+from apogee.common import constants as c
+from apogee.common.message import MessageQueue
+from apogee.common.message_codec import decode_record
+from apogee.errors import ApogeeError, ClientStateError, ConnectionClosedError, NoRouteError, RequestTimeoutError
+from apogee.remoting.bodies.heartbeat import ConsumerData, HeartbeatData
+from apogee.remoting.bodies.lenient_json import loads
+from apogee.remoting.bodies.route import QueueData, TopicRouteData
+from apogee.remoting.client import RemotingClient
+from apogee.remoting.codes import RequestCode, ResponseCode
+from apogee.remoting.command import RemotingCommand
+from apogee.remoting.connection import Connection
+from apogee.remoting.server import RequestDispatcher
+
+log = logging.getLogger("apogee.client.instance")
+
+
+class ConsumerHandle(Protocol):
+    """What the instance needs from a consumer."""
+
+    group: str
+
+    def subscribed_topics(self) -> set[str]: ...
+    def consumer_data(self) -> ConsumerData: ...
+    def update_subscribe_info(self, topic: str, mqs: set[MessageQueue]) -> None: ...
+    def trigger_rebalance(self) -> None: ...
+    async def persist_offsets(self) -> None: ...
+    def reset_offset(self, topic: str, offsets: dict[MessageQueue, int]) -> None: ...
+    def running_info(self) -> dict[str, Any]: ...
+
+
+class ProducerHandle(Protocol):
+    group: str
+
+    def publish_topics(self) -> set[str]: ...
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class TopicPublishInfo:
+    """The writable queues of a topic, in route order, with the round-robin counter."""
+
+    __slots__ = ("topic", "queues", "order_topic", "route", "counter", "from_default_topic")
+
+    def __init__(
+        self, topic: str, queues: list[MessageQueue], route: TopicRouteData, *, order_topic: bool = False,
+        from_default_topic: bool = False,
+    ) -> None:
+        self.topic = topic
+        self.queues = queues
+        self.route = route
+        self.order_topic = order_topic
+        self.from_default_topic = from_default_topic
+        self.counter = random.randrange(1 << 16)
+
+    def ok(self) -> bool:
+        return bool(self.queues)
+
+    def next_counter(self) -> int:
+        self.counter += 1
+        return self.counter
+
+
+def publish_queues(topic: str, route: TopicRouteData) -> tuple[list[MessageQueue], bool]:
+    """RocketMQ's topicRouteData2TopicPublishInfo: writable queues of brokers with a master."""
+    if route.order_topic_conf:
+        queues = []
+        for item in route.order_topic_conf.split(";"):
+            name, _, nums = item.partition(":")
+            if name and nums.isdigit():
+                queues.extend(MessageQueue(topic, name, i) for i in range(int(nums)))
+        return queues, True
+    masters = {b.broker_name for b in route.broker_datas if b.master_addr()}
+    queues = []
+    for qd in sorted(route.queue_datas, key=lambda q: q.broker_name):
+        if c.is_writeable(qd.perm) and qd.broker_name in masters:
+            queues.extend(MessageQueue(topic, qd.broker_name, i) for i in range(qd.write_queue_nums))
+    return queues, False
+
+
+def subscribe_queues(topic: str, route: TopicRouteData) -> set[MessageQueue]:
+    """The readable queues of a topic (what consumers balance over)."""
+    return {
+        MessageQueue(topic, qd.broker_name, i)
+        for qd in route.queue_datas
+        if c.is_readable(qd.perm)
+        for i in range(qd.read_queue_nums)
+    }
+
+
+class ClientInstance:
+    _registry: dict[tuple[int, str], ClientInstance] = {}
+
+    def __init__(self, config: ClientConfig) -> None:
+        config.resolve_identity()
+        config.validate()
+        self.config = config
+        self.client_id = config.client_id()
+        self.dispatcher = RequestDispatcher()
+        self.dispatcher.register(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, self._on_notify_ids_changed)
+        self.dispatcher.register(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, self._on_reset_offset)
+        self.dispatcher.register(RequestCode.GET_CONSUMER_RUNNING_INFO, self._on_running_info)
+        self.dispatcher.register(RequestCode.CHECK_TRANSACTION_STATE, self._on_check_transaction)
+        self.remoting = RemotingClient(config.remoting, self.dispatcher, on_connection_closed=self._connection_closed)
+        self.api = ClientAPI(self.remoting, config.request_timeout_ms)
+        self._namesrvs = config.namesrv_list()
+        self._namesrv_index = random.randrange(len(self._namesrvs))
+        self.routes: dict[str, TopicRouteData] = {}
+        self.broker_addrs: dict[str, dict[int, str]] = {}
+        self.publish_infos: dict[str, TopicPublishInfo] = {}
+        self.producers: dict[str, ProducerHandle] = {}
+        self.consumers: dict[str, ConsumerHandle] = {}
+        self._route_fetches: dict[str, asyncio.Future[bool]] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+        self._heartbeat_lock: asyncio.Lock | None = None
+        self._refresh_soon: asyncio.TimerHandle | None = None
+        self._refs = 0
+        self._key: tuple[int, str] | None = None
+        self.running = False
+
+    # --- lifecycle and sharing ----------------------------------------------------------------
+
+    @classmethod
+    async def acquire(cls, config: ClientConfig) -> ClientInstance:
+        """The running instance for ``config``'s client id on this loop, started if new."""
+        config.resolve_identity()
+        key = (id(asyncio.get_running_loop()), config.client_id())
+        instance = cls._registry.get(key)
+        if instance is None or not instance.running:
+            instance = cls(config)
+            instance._key = key
+            cls._registry[key] = instance
+            await instance.start()
+        instance._refs += 1
+        return instance
+
+    async def release(self) -> None:
+        """Drop one reference; the last one shuts the instance down."""
+        self._refs -= 1
+        if self._refs <= 0:
+            await self.shutdown()
+
+    async def start(self) -> None:
+        if self.running:
+            return
+        self.running = True
+        self._heartbeat_lock = asyncio.Lock()
+        self._tasks = [
+            asyncio.create_task(self._periodic(self.config.poll_name_server_interval_ms, self.update_all_routes, "route refresh")),
+            asyncio.create_task(self._periodic(self.config.heartbeat_broker_interval_ms, self.heartbeat_all, "heartbeat")),
+            asyncio.create_task(
+                self._periodic(self.config.persist_consumer_offset_interval_ms, self.persist_all_offsets, "offset persist")
+            ),
+        ]
+        log.info("client instance %s started (NameServers %s)", self.client_id, ";".join(self._namesrvs))
+
+    async def shutdown(self) -> None:
+        if not self.running:
+            return
+        self.running = False
+        if self._key is not None and self._registry.get(self._key) is self:
+            del self._registry[self._key]
+        if self._refresh_soon is not None:
+            self._refresh_soon.cancel()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+        pending = list(self._route_fetches.values())
+        for fut in pending:
+            fut.cancel()
+        await self.remoting.close()
+        log.info("client instance %s shut down", self.client_id)
+
+    async def _periodic(self, interval_ms: int, action: Callable[[], Awaitable[Any]], what: str) -> None:
+        while True:
+            await asyncio.sleep(interval_ms / 1000)
+            try:
+                await action()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("%s failed", what)
+
+    # --- registration -------------------------------------------------------------------------
+
+    def register_producer(self, producer: ProducerHandle) -> None:
+        if producer.group in self.producers:
+            raise ClientStateError(
+                f"producer group {producer.group!r} is already registered in client {self.client_id}; "
+                "give each producer of a group its own instance_name"
+            )
+        self.producers[producer.group] = producer
+
+    def register_consumer(self, consumer: ConsumerHandle) -> None:
+        if consumer.group in self.consumers:
+            raise ClientStateError(
+                f"consumer group {consumer.group!r} is already registered in client {self.client_id}; "
+                "give each consumer of a group its own instance_name"
+            )
+        self.consumers[consumer.group] = consumer
+
+    async def unregister_producer(self, group: str) -> None:
+        if self.producers.pop(group, None) is not None:
+            await self._unregister(group, None)
+
+    async def unregister_consumer(self, group: str) -> None:
+        if self.consumers.pop(group, None) is not None:
+            await self._unregister(None, group)
+
+    async def _unregister(self, producer_group: str | None, consumer_group: str | None) -> None:
+        async def one(addr: str) -> None:
+            try:
+                await self.api.unregister_client(addr, self.client_id, producer_group, consumer_group)
+            except ApogeeError as exc:
+                log.warning("unregister %s from %s failed: %s", producer_group or consumer_group, addr, exc)
+
+        addrs = [a for table in self.broker_addrs.values() for a in table.values()]
+        await asyncio.gather(*(one(a) for a in addrs))
+
+    # --- NameServers and routes ---------------------------------------------------------------
+
+    async def invoke_namesrv(self, call: Callable[[str], Awaitable[Any]]) -> Any:
+        """Run ``call(addr)`` on the current NameServer, failing over to the others in turn."""
+        last: Exception | None = None
+        for _ in range(len(self._namesrvs)):
+            addr = self._namesrvs[self._namesrv_index % len(self._namesrvs)]
+            try:
+                return await call(addr)
+            except (ConnectionClosedError, RequestTimeoutError) as exc:
+                last = exc
+                self._namesrv_index += 1
+                log.warning("NameServer %s failed (%s); trying the next one", addr, exc)
+        assert last is not None
+        raise last
+
+    async def fetch_route(self, topic: str) -> TopicRouteData | None:
+        return await self.invoke_namesrv(lambda addr: self.api.get_route(addr, topic))  # type: ignore[no-any-return]
+
+    async def update_topic_route(self, topic: str, *, default_topic: str | None = None, default_queue_nums: int = 4) -> bool:
+        """Refresh one topic's route; concurrent callers share one request.
+
+        With ``default_topic`` (a producer's TBW102), a topic the NameServer does not know
+        gets the default topic's route, its queues capped at ``default_queue_nums``: the first
+        send then auto-creates the topic on the broker.  Returns True when a route is known.
+        """
+        pending = self._route_fetches.get(topic)
+        if pending is not None:
+            return await asyncio.shield(pending)
+        fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._route_fetches[topic] = fut
+        try:
+            ok = await self._update_topic_route(topic, default_topic, default_queue_nums)
+        except BaseException as exc:
+            fut.set_exception(exc)
+            fut.exception()
+            raise
+        else:
+            fut.set_result(ok)
+            return ok
+        finally:
+            del self._route_fetches[topic]
+
+    async def _update_topic_route(self, topic: str, default_topic: str | None, default_queue_nums: int) -> bool:
+        route = await self.fetch_route(topic)
+        from_default = False
+        if route is None and default_topic:
+            base = await self.fetch_route(default_topic)
+            if base is not None:
+                from_default = True
+                route = TopicRouteData(
+                    queue_datas=[
+                        QueueData(
+                            q.broker_name,
+                            min(default_queue_nums, q.read_queue_nums),
+                            min(default_queue_nums, q.read_queue_nums),
+                            q.perm & ~c.PERM_INHERIT,
+                            q.topic_sys_flag,
+                        )
+                        for q in base.queue_datas
+                    ],
+                    broker_datas=base.broker_datas,
+                )
+        if route is None:
+            return False
+        self._apply_route(topic, route, from_default)
+        return True
+
+    def _apply_route(self, topic: str, route: TopicRouteData, from_default: bool = False) -> None:
+        old = self.routes.get(topic)
+        for bd in route.broker_datas:
+            self.broker_addrs[bd.broker_name] = dict(bd.broker_addrs)
+        if old == route and topic in self.publish_infos:
+            return
+        self.routes[topic] = route
+        queues, order = publish_queues(topic, route)
+        previous = self.publish_infos.get(topic)
+        info = TopicPublishInfo(topic, queues, route, order_topic=order, from_default_topic=from_default)
+        if previous is not None:
+            info.counter = previous.counter
+        self.publish_infos[topic] = info
+        subs = subscribe_queues(topic, route)
+        for consumer in list(self.consumers.values()):
+            if topic in consumer.subscribed_topics():
+                consumer.update_subscribe_info(topic, subs)
+        if old is not None and old != route:
+            log.info("route of topic %s changed", topic)
+
+    def topics_in_use(self) -> set[str]:
+        topics: set[str] = set()
+        for p in self.producers.values():
+            topics |= p.publish_topics()
+        for consumer in self.consumers.values():
+            topics |= consumer.subscribed_topics()
+        return topics
+
+    async def update_all_routes(self) -> None:
+        for topic in sorted(self.topics_in_use()):
+            try:
+                ok = await self.update_topic_route(topic)
+                if not ok and topic in self.routes and not self.publish_infos[topic].from_default_topic:
+                    log.warning("the NameServer no longer knows topic %s", topic)
+            except ApogeeError as exc:
+                log.warning("route refresh of %s failed: %s", topic, exc)
+        self._clean_offline_brokers()
+
+    def _clean_offline_brokers(self) -> None:
+        live: dict[str, set[str]] = {}
+        for route in self.routes.values():
+            for bd in route.broker_datas:
+                live.setdefault(bd.broker_name, set()).update(bd.broker_addrs.values())
+        for name in list(self.broker_addrs):
+            if name not in live:
+                del self.broker_addrs[name]
+
+    def _connection_closed(self, addr: str, conn: Connection) -> None:
+        """A connection dropped: if it was a broker's, refresh routes soon (it may be gone)."""
+        if not self.running or addr in self._namesrvs:
+            return
+        if self._refresh_soon is None or self._refresh_soon.cancelled() or self._refresh_soon.when() < asyncio.get_running_loop().time():
+            self._refresh_soon = asyncio.get_running_loop().call_later(0.5, self._refresh_after_loss)
+
+    def _refresh_after_loss(self) -> None:
+        if not self.running:
+            return
+
+        async def refresh() -> None:
+            try:
+                await self.update_all_routes()
+            except Exception:
+                log.exception("route refresh after a lost connection failed")
+            for consumer in list(self.consumers.values()):
+                consumer.trigger_rebalance()
+
+        task = asyncio.create_task(refresh())
+        self._tasks.append(task)
+        task.add_done_callback(lambda t: self._tasks.remove(t) if t in self._tasks else None)
+
+    async def publish_info(self, topic: str, default_topic: str, default_queue_nums: int) -> TopicPublishInfo:
+        """The publish info of ``topic``, fetched on first use; ``NoRouteError`` when none."""
+        info = self.publish_infos.get(topic)
+        if info is not None and info.ok():
+            return info
+        await self.update_topic_route(topic, default_topic=default_topic, default_queue_nums=default_queue_nums)
+        info = self.publish_infos.get(topic)
+        if info is None or not info.ok():
+            raise NoRouteError(
+                f"no route for topic {topic!r}: the NameServers ({';'.join(self._namesrvs)}) know neither it "
+                f"nor {default_topic} with a writable master (create the topic, or enable autoCreateTopicEnable)"
+            )
+        return info
+
+    async def subscribe_info(self, topic: str) -> set[MessageQueue]:
+        """The readable queues of ``topic`` (fetched when unknown); ``NoRouteError`` when none."""
+        route = self.routes.get(topic)
+        if route is None:
+            await self.update_topic_route(topic)
+            route = self.routes.get(topic)
+        if route is None:
+            raise NoRouteError(f"no route for topic {topic!r}: does it exist?")
+        return subscribe_queues(topic, route)
+
+    # --- broker addresses ---------------------------------------------------------------------
+
+    def master_addr(self, broker_name: str) -> str | None:
+        table = self.broker_addrs.get(broker_name)
+        return table.get(c.MASTER_ID) if table else None
+
+    def broker_addr_in_subscribe(self, broker_name: str, broker_id: int = c.MASTER_ID) -> str | None:
+        """The broker's address of ``broker_id``, else any of its addresses."""
+        table = self.broker_addrs.get(broker_name)
+        if not table:
+            return None
+        return table.get(broker_id) or next(iter(table.values()))
+
+    async def find_master_addr(self, broker_name: str, topic: str | None = None) -> str:
+        """The master address, refreshing ``topic``'s route once if it is unknown."""
+        addr = self.master_addr(broker_name)
+        if addr is None and topic is not None:
+            await self.update_topic_route(topic)
+            addr = self.master_addr(broker_name)
+        if addr is None:
+            raise NoRouteError(f"broker {broker_name!r} has no known master address")
+        return addr
+
+    async def any_broker_of_topic(self, topic: str) -> str:
+        """Some broker serving ``topic`` (a master when possible), for group-level questions."""
+        route = self.routes.get(topic)
+        if route is None:
+            await self.update_topic_route(topic)
+            route = self.routes.get(topic)
+        if route is None or not route.broker_datas:
+            raise NoRouteError(f"no broker serves topic {topic!r}")
+        bd = random.choice(route.broker_datas)
+        addr = bd.master_addr() or next(iter(bd.broker_addrs.values()), None)
+        if addr is None:
+            raise NoRouteError(f"broker {bd.broker_name} of topic {topic!r} has no address")
+        return addr
+
+    # --- heartbeats ---------------------------------------------------------------------------
+
+    def heartbeat_data(self) -> HeartbeatData:
+        return HeartbeatData(
+            self.client_id,
+            producer_groups=[*self.producers, c.CLIENT_INNER_PRODUCER_GROUP] if self.producers or self.consumers else [],
+            consumers=[consumer.consumer_data() for consumer in self.consumers.values()],
+        )
+
+    async def heartbeat_all(self) -> None:
+        """Send one heartbeat to every known broker (masters only when there are no consumers)."""
+        assert self._heartbeat_lock is not None
+        async with self._heartbeat_lock:
+            data = self.heartbeat_data()
+            if not data.producer_groups and not data.consumers:
+                return
+            body = data.encode()
+            addrs = [
+                addr
+                for table in self.broker_addrs.values()
+                for bid, addr in table.items()
+                if data.consumers or bid == c.MASTER_ID
+            ]
+
+            async def one(addr: str) -> None:
+                try:
+                    await self.api.heartbeat(addr, body)
+                except ApogeeError as exc:
+                    log.warning("heartbeat to %s failed: %s", addr, exc)
+
+            await asyncio.gather(*(one(a) for a in addrs))
+
+    async def persist_all_offsets(self) -> None:
+        for consumer in list(self.consumers.values()):
+            try:
+                await consumer.persist_offsets()
+            except ApogeeError as exc:
+                log.warning("persisting offsets of %s failed: %s", consumer.group, exc)
+
+    # --- requests from brokers ----------------------------------------------------------------
+
+    def _on_notify_ids_changed(self, conn: Connection, req: RemotingCommand) -> None:
+        group = (req.ext_fields or {}).get("consumerGroup", "")
+        consumer = self.consumers.get(group)
+        log.info("broker %s:%d says the consumers of %s changed", *conn.peer, group)
+        if consumer is not None:
+            consumer.trigger_rebalance()
+        return None
+
+    def _on_reset_offset(self, conn: Connection, req: RemotingCommand) -> None:
+        ext = req.ext_fields or {}
+        topic, group = ext.get("topic", ""), ext.get("group", "")
+        consumer = self.consumers.get(group)
+        if consumer is None or not req.body:
+            return None
+        try:
+            consumer.reset_offset(topic, parse_reset_offset_body(req.body_bytes()))
+        except (ValueError, KeyError, TypeError) as exc:
+            log.warning("malformed RESET_CONSUMER_CLIENT_OFFSET body: %s", exc)
+        return None
+
+    def _on_running_info(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+        group = (req.ext_fields or {}).get("consumerGroup", "")
+        consumer = self.consumers.get(group)
+        if consumer is None:
+            return req.response(ResponseCode.SYSTEM_ERROR, f"The Consumer Group <{group}> not exist in this consumer")
+        return req.response(ResponseCode.SUCCESS, body=orjson.dumps(consumer.running_info(), default=str))
+
+    def _on_check_transaction(self, conn: Connection, req: RemotingCommand) -> None:
+        """Hand the check to the producer of the half message's group, if it can answer."""
+        if not req.body:
+            return None
+        try:
+            msg = decode_record(req.body_bytes())
+        except ValueError as exc:
+            log.warning("undecodable CHECK_TRANSACTION_STATE body from %s:%d: %s", *conn.peer, exc)
+            return None
+        group = msg.properties.get(c.PROPERTY_PRODUCER_GROUP, "")
+        producer = self.producers.get(group)
+        handler = getattr(producer, "check_transaction_state", None)
+        if handler is None:
+            log.warning("transaction check for group %s, which no transaction producer here serves", group)
+            return None
+        addr = f"{conn.peer[0]}:{conn.peer[1]}"
+        result = handler(addr, msg, dict(req.ext_fields or {}))
+        if asyncio.iscoroutine(result):
+            task = asyncio.ensure_future(result)
+            self._tasks.append(task)
+            task.add_done_callback(lambda t: self._tasks.remove(t) if t in self._tasks else None)
+        return None
+
+
+def parse_reset_offset_body(body: bytes) -> dict[MessageQueue, int]:
+    """ResetOffsetBody in either shape: Java's map with MessageQueue keys (as a list of
+    entries here) or the C++ list ``[{"brokerName","queueId","topic","offset"}]``."""
+    obj = loads(body)
+    table = obj.get("offsetTable") if isinstance(obj, dict) else None
+    out: dict[MessageQueue, int] = {}
+    items: Iterable[Any]
+    if isinstance(table, list):
+        items = table
+    elif isinstance(table, dict):
+        items = [{**(k if isinstance(k, dict) else {}), "offset": v} for k, v in table.items()]
+    else:
+        items = []
+    for item in items:
+        mq = item.get("mq", item) if isinstance(item, dict) else {}
+        out[MessageQueue(str(mq["topic"]), str(mq["brokerName"]), int(mq["queueId"]))] = int(item["offset"])
+    return out
