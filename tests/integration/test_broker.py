@@ -348,3 +348,38 @@ async def test_silent_clients_expire(tmp_path: Path, namesrv: ServerProcess) -> 
     finally:
         await client.close()
         broker.close()
+
+
+async def test_reset_offset_by_time_sets_offsets_and_tells_live_consumers(broker: ServerProcess) -> None:
+    from apogee.remoting.bodies.heartbeat import decode_reset_offset_body
+
+    resets: asyncio.Queue[RemotingCommand] = asyncio.Queue()
+    dispatcher = RequestDispatcher()
+    dispatcher.register(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, lambda conn, req: resets.put_nowait(req))
+    consumer = RemotingClient(dispatcher=dispatcher)
+    admin = RemotingClient()
+    try:
+        for i in range(3):
+            await admin.invoke(broker.addr, send_request("Rw", f"old{i}".encode()), T)
+        await asyncio.sleep(0.05)
+        middle = int(time.time() * 1000)
+        await asyncio.sleep(0.05)
+        for i in range(2):
+            await admin.invoke(broker.addr, send_request("Rw", f"new{i}".encode()), T)
+        await wait_dispatched(admin, broker.addr, "Rw", 0, 5)
+        await consumer.invoke(broker.addr, _heartbeat("c1", "GRw", "Rw"), T)
+        q = {"consumerGroup": "GRw", "topic": "Rw", "queueId": "0"}
+        await admin.invoke(broker.addr, RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, {**q, "commitOffset": "5"}), T)
+        reset = {"topic": "Rw", "group": "GRw", "timestamp": str(middle), "isForce": "true"}
+        resp = await admin.invoke(broker.addr, RemotingCommand.request(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, reset), T)
+        assert resp.code == 0
+        table = decode_reset_offset_body(resp.body_bytes())
+        assert table[QueueKey("Rw", "broker-t", 0)] == 3  # the first message stored after `middle`
+        told = await asyncio.wait_for(resets.get(), 5)
+        assert told.ext_fields["group"] == "GRw"
+        assert decode_reset_offset_body(told.body_bytes())[QueueKey("Rw", "broker-t", 0)] == 3
+        resp = await admin.invoke(broker.addr, RemotingCommand.request(RequestCode.QUERY_CONSUMER_OFFSET, q), T)
+        assert resp.ext_fields["offset"] == "3"  # an offline consumer would start here too
+    finally:
+        await consumer.close()
+        await admin.close()
