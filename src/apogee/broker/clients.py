@@ -73,11 +73,11 @@ class ClientManager:
         info.channels[key] = channel
         # As RocketMQ's ConsumerGroupInfo.updateSubscription: the heartbeat's set replaces the
         # table; a topic's entry changes only when the expression or a newer version arrives.
-        wanted = {}
+        wanted: dict[str, SubscriptionData] = {}
         for sub in data.subscriptions:
             current = info.subscriptions.get(sub.topic)
             keep = current is not None and current.sub_version >= sub.sub_version and current.sub_string == sub.sub_string
-            wanted[sub.topic] = current if keep else sub
+            wanted[sub.topic] = current if keep and current is not None else sub
         info.subscriptions = wanted
         return changed
 

@@ -143,7 +143,7 @@ class TransactionService:
             real = self._real_message(half)
             if real is None:
                 return "the half message has no REAL_TOPIC/REAL_QID"
-            self.b.send_processor.apply_delay(real, parse_properties(real.properties), c.TRANSACTION_COMMIT_TYPE)
+            self.b.send_processor.apply_delay(real, parse_properties(str(real.properties)), c.TRANSACTION_COMMIT_TYPE)
             result, _ = self.b.store.put_message_nowait(real)
             if not result.ok:
                 return f"committing the half message failed: {result.status.name}"

@@ -66,12 +66,12 @@ async def _demo(console: Console, workdir: Path, orders: int) -> int:
         for queue_id in range(queues):
             offset = 0
             while True:
-                header = PullMessageRequestHeader(
+                pull = PullMessageRequestHeader(
                     consumer_group="demo-consumer", topic=TOPIC, queue_id=queue_id, queue_offset=offset,
                     max_msg_nums=32, sys_flag=FLAG_SUBSCRIPTION | FLAG_SUSPEND, commit_offset=0,
                     suspend_timeout_millis=200, sub_version=0, subscription="*",
                 )
-                response = await client.invoke(broker, RemotingCommand.request(RequestCode.PULL_MESSAGE, header.encode()), 5000)
+                response = await client.invoke(broker, RemotingCommand.request(RequestCode.PULL_MESSAGE, pull.encode()), 5000)
                 if response.code != ResponseCode.SUCCESS:
                     break
                 for msg in decode_records(response.body_bytes()):

@@ -12,6 +12,7 @@ Every response carries ``suggestWhichBrokerId``, ``nextBeginOffset``, ``minOffse
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
 from apogee.common import constants as c
@@ -69,7 +70,7 @@ class PullProcessor:
     def register_with(self, dispatcher: RequestDispatcher) -> None:
         dispatcher.register(RequestCode.PULL_MESSAGE, self.pull)
 
-    def pull(self, conn: Connection, req: RemotingCommand) -> object:
+    def pull(self, conn: Connection, req: RemotingCommand) -> RemotingCommand | Awaitable[RemotingCommand]:
         """Answer at once when possible; return a coroutine only when the pull must wait."""
         h = PullMessageRequestHeader.decode(req.ext_fields)
         prepared = self._prepare(req, h)

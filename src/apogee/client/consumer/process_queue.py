@@ -35,6 +35,7 @@ class ProcessQueue:
         "msg_size",
         "queue_offset_max",
         "dropped",
+        "released",
         "locked",
         "last_lock_ms",
         "last_pull_ms",
@@ -53,6 +54,7 @@ class ProcessQueue:
         self.msg_size = 0
         self.queue_offset_max = -1
         self.dropped = False
+        self.released = False  # the final offset of a dropped queue was committed: no more updates
         self.locked = False
         self.last_lock_ms = 0
         self.last_pull_ms = now_ms
