@@ -81,7 +81,7 @@ async def bench_append_nowait(root: Path, msgs: list[InnerMessage]) -> dict[str,
 
 
 async def bench_writers(root: Path, msgs: list[InnerMessage], flush: FlushDiskType,
-                        writers: int) -> dict[str, float]:
+                        writers: int, yield_each: bool) -> dict[str, float]:
     fresh(root)
     async with MessageStore(make_config(root, flush)) as store:
         await store.put_message(msgs[0])
@@ -93,8 +93,8 @@ async def bench_writers(root: Path, msgs: list[InnerMessage], flush: FlushDiskTy
                 r = await put(m)
                 if not r.ok:
                     raise RuntimeError(r)
-                if flush is FlushDiskType.ASYNC_FLUSH:
-                    await asyncio.sleep(0)  # as a broker: one put per network read
+                if yield_each:
+                    await asyncio.sleep(0)  # as a broker: one put per loop turn
 
         t0, c0 = time.perf_counter(), time.thread_time()
         await asyncio.gather(*(writer(c) for c in chunks))
@@ -129,6 +129,58 @@ async def bench_read(root: Path, msgs: list[InnerMessage]) -> dict[str, float]:
         t1, c1 = time.perf_counter(), time.thread_time()
         assert total == len(msgs), (total, len(msgs))
         return {"read/s": total / (t1 - t0), "read/cpu-s": total / (c1 - c0)}
+
+
+async def bench_dispatch_placement(root: Path, msgs: list[InnerMessage], threaded: bool) -> dict[str, float]:
+    """Why dispatch runs on the event loop: the same work with the dispatcher in a second thread.
+
+    Appends run on this thread; the dispatcher either runs on the same thread after every 256
+    appends (what the event loop does while writers yield), or concurrently in a thread
+    (creating its files inline).  Measured: time until everything is appended and dispatched.
+    """
+    import threading
+
+    from apogee.store.dispatch import DONE, MORE
+
+    fresh(root)
+    async with MessageStore(make_config(root, FlushDiskType.ASYNC_FLUSH)) as store:
+        put = store.put_message_nowait
+        put(msgs[0])
+        await store.wait_dispatched()
+        clog, disp = store.commitlog, store.dispatcher
+        stop = threading.Event()
+
+        def run_dispatcher() -> None:
+            while True:
+                r = disp.dispatch(clog.max_offset, 2048, notify=False)
+                if r == DONE:
+                    if stop.is_set() and disp.offset >= clog.max_offset:
+                        return
+                    time.sleep(0.0005)
+                elif r != MORE:
+                    r.attach(r.create())
+
+        t0 = time.perf_counter()
+        worker = threading.Thread(target=run_dispatcher) if threaded else None
+        if worker is not None:
+            worker.start()
+        if threaded:
+            for m in msgs:
+                put(m)
+        else:
+            for i, m in enumerate(msgs):
+                put(m)
+                if i & 255 == 255:
+                    disp.dispatch_all_inline(clog.max_offset)
+        t1 = time.perf_counter()
+        if worker is not None:
+            stop.set()
+            worker.join()
+        else:
+            disp.dispatch_all_inline(clog.max_offset)
+        t2 = time.perf_counter()
+        n = len(msgs)
+        return {"append/s": n / (t1 - t0), "total/s": n / (t2 - t0)}
 
 
 def median_of(runs: int, fn: Callable[[], dict[str, float]]) -> dict[str, float]:
@@ -193,7 +245,7 @@ def main() -> None:
     ap.add_argument("--dir", default="/work/.bench-store")
     ap.add_argument("--rss", action="store_true", help="only the resident-memory run")
     ap.add_argument("--rss-gib", type=float, default=5.0)
-    ap.add_argument("--only", default="", help="comma list of cases: nowait,async,sync,read")
+    ap.add_argument("--only", default="", help="comma list of cases: nowait,async,sync,read,placement")
     args = ap.parse_args()
     try:
         import uvloop
@@ -209,21 +261,30 @@ def main() -> None:
     for size in (1024, 100):
         msgs = make_messages(args.count, size)
         sync_msgs = msgs[: args.sync_count]
-        if not only or "nowait" in only:
-            r = median_of(args.runs, lambda: asyncio.run(bench_append_nowait(root, msgs)))
-            print(f"{size:>5} B ASYNC_FLUSH  1 writer  put_message_nowait : {fmt(r)}")
-        for writers in (1, 64):
-            if not only or "async" in only:
-                r = median_of(args.runs, lambda: asyncio.run(
-                    bench_writers(root, msgs, FlushDiskType.ASYNC_FLUSH, writers)))
-                print(f"{size:>5} B ASYNC_FLUSH {writers:2d} writers await put_message: {fmt(r)}")
-            if not only or "sync" in only:
-                r = median_of(args.runs, lambda: asyncio.run(
-                    bench_writers(root, sync_msgs, FlushDiskType.SYNC_FLUSH, writers)))
-                print(f"{size:>5} B SYNC_FLUSH  {writers:2d} writers await put_message: {fmt(r)}")
-        if not only or "read" in only:
-            r = median_of(args.runs, lambda: asyncio.run(bench_read(root, msgs)))
-            print(f"{size:>5} B read get_message x32: {fmt(r)}")
+        sync_one = msgs[: max(1, args.sync_count // 10)]
+        cases: list[tuple[str, str, Callable[[], dict[str, float]]]] = [
+            ("nowait", "ASYNC_FLUSH  1 writer  put_message_nowait        ",
+             lambda msgs=msgs: asyncio.run(bench_append_nowait(root, msgs))),
+            ("async", "ASYNC_FLUSH  1 writer  await put_message        ",
+             lambda msgs=msgs: asyncio.run(bench_writers(root, msgs, FlushDiskType.ASYNC_FLUSH, 1, False))),
+            ("async", "ASYNC_FLUSH 64 writers await put_message, yield",
+             lambda msgs=msgs: asyncio.run(bench_writers(root, msgs, FlushDiskType.ASYNC_FLUSH, 64, True))),
+            ("sync", "SYNC_FLUSH   1 writer  await put_message        ",
+             lambda one=sync_one: asyncio.run(bench_writers(root, one, FlushDiskType.SYNC_FLUSH, 1, False))),
+            ("sync", "SYNC_FLUSH  64 writers await put_message        ",
+             lambda many=sync_msgs: asyncio.run(bench_writers(root, many, FlushDiskType.SYNC_FLUSH, 64, False))),
+            ("read", "read get_message x32                          ",
+             lambda msgs=msgs: asyncio.run(bench_read(root, msgs))),
+            ("placement", "dispatch on the same thread every 256 puts   ",
+             lambda msgs=msgs: asyncio.run(bench_dispatch_placement(root, msgs, False))),
+            ("placement", "dispatch concurrently in a second thread     ",
+             lambda msgs=msgs: asyncio.run(bench_dispatch_placement(root, msgs, True))),
+        ]
+        for key, label, fn in cases:
+            if only and key not in only:
+                continue
+            fn()  # warm-up run, discarded (first touch of fresh VM memory is slow)
+            print(f"{size:>5} B {label}: {fmt(median_of(args.runs, fn))}", flush=True)
     shutil.rmtree(root, ignore_errors=True)
 
 

@@ -171,6 +171,13 @@ class ConsumerConfig(ClientConfig):
     drain_timeout_ms: int = 3000
     # Local retry of messages whose send-back to the broker failed.
     local_retry_delay_ms: int = 5000
+    # Lite pull: poll() updates the committed offsets (persisted with the others) when true;
+    # otherwise only commit_sync()/commit() do.
+    auto_commit: bool = True
+    # Lite pull: stop pulling while this many messages wait for poll() in all queues.
+    pull_threshold_for_all: int = 10_000
+    # Lite pull: default wait of poll().
+    poll_timeout_ms: int = 5000
     # Broadcasting offsets live under <offset_store_dir>/<client id>/<group>/offsets.json.
     offset_store_dir: str = field(default_factory=_default_offset_store_dir)
 
@@ -181,6 +188,19 @@ class ConsumerConfig(ClientConfig):
         super().validate()
         if not self.group:
             raise ConfigError("the consumer group is empty")
+        if isinstance(self.message_model, str):
+            try:
+                self.message_model = MessageModel[self.message_model.upper()]
+            except KeyError:
+                raise ConfigError(f"message_model {self.message_model!r} is not CLUSTERING or BROADCASTING") from None
+        if isinstance(self.consume_from_where, str):
+            name = self.consume_from_where.upper().removeprefix("CONSUME_FROM_")
+            try:
+                self.consume_from_where = ConsumeFromWhere[name]
+            except KeyError:
+                raise ConfigError(
+                    f"consume_from_where {self.consume_from_where!r} is not LAST_OFFSET, FIRST_OFFSET or TIMESTAMP"
+                ) from None
         if not 1 <= self.pull_batch_size <= 1024:
             raise ConfigError("pull_batch_size must be between 1 and 1024")
         if not 1 <= self.consume_message_batch_max_size <= 1024:

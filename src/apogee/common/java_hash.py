@@ -12,7 +12,6 @@ work inside ``map``/``sum`` (about 30 % faster); keys are hashed for every index
 
 from __future__ import annotations
 
-import functools
 import operator
 import sys
 from array import array
@@ -54,7 +53,7 @@ def _units(s: str) -> bytes | array[int]:
 def java_hash_unsigned(s: str) -> int:
     """``String.hashCode`` as an unsigned 32-bit value."""
     units = _units(s)
-    return sum(map(operator.mul, units, _powers(len(units)))) & _MASK
+    return int(sum(map(operator.mul, units, _powers(len(units))))) & _MASK
 
 
 def java_hash_concat(prefix_hash: int, s: str) -> int:
@@ -66,7 +65,7 @@ def java_hash_concat(prefix_hash: int, s: str) -> int:
     units = _units(s)
     n = len(units)
     scale = _POW[n] if n < _MAX_CACHED_LEN else pow(31, n, 1 << 32)
-    return (prefix_hash * scale + sum(map(operator.mul, units, _powers(n)))) & _MASK
+    return (prefix_hash * scale + int(sum(map(operator.mul, units, _powers(n))))) & _MASK
 
 
 def java_string_hash(s: str) -> int:
@@ -75,15 +74,21 @@ def java_string_hash(s: str) -> int:
     return h - 0x100000000 if h & _SIGN else h
 
 
-@functools.lru_cache(maxsize=8192)
+_tags_cache: dict[str | None, int] = {None: 0, "": 0}
+
+
 def tags_code(tags: str | None) -> int:
     """The ConsumeQueue tagsCode of a TAGS property: its hashCode, 0 when empty or missing.
 
-    Cached because a topic uses few distinct tags while every message carries one.
+    Cached (a plain dict, cheaper than lru_cache) because a topic uses few distinct tags while
+    every message carries one; the cache stops growing at 8192 entries.
     """
-    if not tags:
-        return 0
-    return java_string_hash(tags)
+    code = _tags_cache.get(tags)
+    if code is None:
+        code = java_string_hash(tags)  # type: ignore[arg-type]
+        if len(_tags_cache) < 8192:
+            _tags_cache[tags] = code
+    return code
 
 
 def index_key_hash(key: str) -> int:

@@ -44,7 +44,10 @@ import socket
 import struct
 import zlib
 from collections.abc import Iterable, Mapping
-from typing import Final, NamedTuple
+from typing import TYPE_CHECKING, Final, NamedTuple, TypeAlias, Union
+
+if TYPE_CHECKING:
+    import mmap
 
 from apogee.common import constants as c
 from apogee.common.message import MessageExt
@@ -84,6 +87,10 @@ _HEAD_TO_SYSFLAG = struct.Struct(">iiiiiqqi")  # 40 bytes, through SYSFLAG
 _QOFF_PHYS = struct.Struct(">qq")  # QUEUEOFFSET + PHYSICALOFFSET, at 20
 _BATCH_HEAD = struct.Struct(">iiiii")  # size, magic, crc, flag, bodylen
 
+Buffer: TypeAlias = Union[bytes, bytearray, memoryview, "mmap.mmap"]
+"""Anything records are read from or written to (a mapped file, a slice of one, bytes)."""
+WritableBuffer: TypeAlias = Union[bytearray, memoryview, "mmap.mmap"]
+
 RECORD_BLANK: Final = 0
 RECORD_INVALID: Final = -1
 
@@ -120,20 +127,25 @@ def parse_properties(text: str | bytes | memoryview | None) -> dict[str, str]:
     return result
 
 
+_needles: dict[str, tuple[str, str, int]] = {}
+
+
 def get_property(text: str, name: str) -> str | None:
-    """One property of a properties string without building the whole dict."""
-    start = 0
-    needle = name + "\x01"
-    while True:
-        idx = text.find(needle, start)
+    """One property of a properties string without building the whole dict (hot path)."""
+    needle = _needles.get(name)
+    if needle is None:
+        needle = _needles[name] = (name + "\x01", "\x02" + name + "\x01", len(name) + 1)
+    head, inner, n = needle
+    if text.startswith(head):
+        begin = n
+    else:
+        idx = text.find(inner)
         if idx < 0:
             return None
-        if idx == 0 or text[idx - 1] == "\x02":
-            begin = idx + len(needle)
-            end = text.find("\x02", begin)
-            value = text[begin:] if end < 0 else text[begin:end]
-            return value or None
-        start = idx + 1
+        begin = idx + n + 1
+    end = text.find("\x02", begin)
+    value = text[begin:end] if end >= 0 else text[begin:]
+    return value or None
 
 
 def join_properties(first: str, second: str) -> str:
@@ -191,7 +203,7 @@ _pack_fixed_into = RECORD_FIXED.pack_into
 
 
 def write_record(
-    buf: bytearray | memoryview,
+    buf: WritableBuffer,
     pos: int,
     total: int,
     crc: int,
@@ -266,7 +278,7 @@ def encode_record(
 # --- record decoding ---------------------------------------------------------------------------
 
 
-def _host(buf: bytes | memoryview, pos: int, v6: bool) -> tuple[tuple[str, int], int]:
+def _host(buf: Buffer, pos: int, v6: bool) -> tuple[tuple[str, int], int]:
     if v6:
         ip = socket.inet_ntop(socket.AF_INET6, bytes(buf[pos : pos + 16]))
         return (ip, _I32.unpack_from(buf, pos + 16)[0]), pos + 20
@@ -291,7 +303,7 @@ def inflate_body(body: bytes, sysflag: int) -> bytes:
 
 
 def decode_record(
-    buf: bytes | bytearray | memoryview, pos: int = 0, *, inflate: bool = True, read_body: bool = True
+    buf: Buffer, pos: int = 0, *, inflate: bool = True, read_body: bool = True
 ) -> MessageExt:
     """Decode the record at ``buf[pos:]`` into a ``MessageExt``; ValueError if malformed."""
     try:
@@ -339,7 +351,7 @@ def _v6_offset_id(host: tuple[str, int], phys: int) -> str:
     return raw.hex().upper()
 
 
-def decode_records(buf: bytes | bytearray | memoryview, *, inflate: bool = True) -> list[MessageExt]:
+def decode_records(buf: Buffer, *, inflate: bool = True) -> list[MessageExt]:
     """All records back to back in ``buf`` (a PULL body); stops at a blank record."""
     out: list[MessageExt] = []
     pos, end = 0, len(buf)
@@ -365,7 +377,7 @@ class DispatchFields(NamedTuple):
 
 
 def check_record(
-    buf: bytes | bytearray | memoryview, pos: int, limit: int, phys: int, *, check_crc: bool = True
+    buf: Buffer, pos: int, limit: int, phys: int, *, check_crc: bool = True
 ) -> int:
     """Validate the record at ``buf[pos:limit]`` stored at CommitLog offset ``phys``.
 
@@ -410,16 +422,16 @@ def check_record(
         return RECORD_INVALID
     if check_crc and zlib.crc32(buf[body_start : body_start + body_len]) & 0x7FFFFFFF != crc:
         return RECORD_INVALID
-    return total
+    return int(total)
 
 
-def _has_nul(buf: bytes | bytearray | memoryview, start: int, end: int) -> bool:
+def _has_nul(buf: Buffer, start: int, end: int) -> bool:
     if isinstance(buf, memoryview):
         return bytes(buf[start:end]).find(b"\x00") >= 0
     return buf.find(b"\x00", start, end) >= 0
 
 
-def read_dispatch_fields(buf: bytes | bytearray | memoryview, pos: int) -> DispatchFields:
+def read_dispatch_fields(buf: Buffer, pos: int) -> DispatchFields:
     """Topic, queue, offsets, timestamp and properties of a record already checked valid."""
     total, _, _, queue_id, _, queue_offset, _, sysflag = _HEAD_TO_SYSFLAG.unpack_from(buf, pos)
     p = pos + OFF_BORNHOST + (20 if sysflag & c.BORNHOST_V6_FLAG else 8)
@@ -435,14 +447,14 @@ def read_dispatch_fields(buf: bytes | bytearray | memoryview, pos: int) -> Dispa
     return DispatchFields(total, queue_id, queue_offset, sysflag, store_ts, topic, props)
 
 
-def read_store_timestamp(buf: bytes | bytearray | memoryview, pos: int = 0) -> int:
+def read_store_timestamp(buf: Buffer, pos: int = 0) -> int:
     """STORETIMESTAMP of the record at ``pos``."""
     (sysflag,) = _I32.unpack_from(buf, pos + OFF_SYSFLAG)
     off = OFF_BORNHOST + (20 if sysflag & c.BORNHOST_V6_FLAG else 8)
     return int(_I64.unpack_from(buf, pos + off)[0])
 
 
-def read_queue_and_phys(buf: bytes | bytearray | memoryview, pos: int = 0) -> tuple[int, int]:
+def read_queue_and_phys(buf: Buffer, pos: int = 0) -> tuple[int, int]:
     """(QUEUEOFFSET, PHYSICALOFFSET) of the record at ``pos``."""
     q, p = _QOFF_PHYS.unpack_from(buf, pos + OFF_QUEUEOFFSET)
     return q, p

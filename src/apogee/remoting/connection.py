@@ -188,9 +188,12 @@ class Connection(asyncio.Protocol):
         outbox += encode(cmd)
 
     def _flush_outbox(self) -> None:
+        # One write of the joined buffers: uvloop's writelines issues a send() per buffer,
+        # and a syscall costs far more than copying the bytes once (stored messages stay
+        # memoryview slices of the CommitLog until this single copy).
         outbox, self._outbox = self._outbox, []
         if outbox and self._transport is not None and not self._transport.is_closing():
-            self._transport.writelines(outbox)  # type: ignore[arg-type]
+            self._transport.write(outbox[0] if len(outbox) == 1 else b"".join(outbox))  # type: ignore[arg-type]
 
     async def drain(self) -> None:
         """Wait until the transport's write buffer is below its high-water mark."""

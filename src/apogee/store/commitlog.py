@@ -9,8 +9,9 @@ three values (topic and properties fields, body CRC) happens before the lock.
 Each append also leaves a *dispatch hint* (the fields the dispatcher needs, already known
 here) so that the ConsumeQueue and index are built without decoding the record again.  Hints
 are bounded; when the dispatcher lags too far it decodes from the log instead.  Hint tuple:
-``(phys, size, topic, queue_id, queue_offset, tags_code, store_ts, sysflag, keys, uniq_key,
-properties)``.
+``(phys, size, topic, queue_id, queue_offset, tags_code, store_ts, sysflag, properties)``.
+Index keys (KEYS, UNIQ_KEY) are looked up by the dispatcher, as RocketMQ's reput does, to keep
+the append path short.
 
 Threads: appends and reads on the owner's (event loop) thread; file pre-creation, fdatasync
 and deletion on the I/O thread through the MappedFileQueue.
@@ -34,13 +35,13 @@ from apogee.common.message_codec import (
     MESSAGE_MAGIC_CODE,
     OFF_BODY,
     RECORD_FIXED,
-    topic_field_cache,
     get_property,
     join_properties,
     properties_field,
     properties_to_string,
     read_store_timestamp,
     topic_field,
+    topic_field_cache,
     write_record,
 )
 from apogee.common.message_id import ip_bytes_cache, ip_to_bytes
@@ -60,13 +61,12 @@ _NOT_V6 = ~(c.BORNHOST_V6_FLAG | c.STOREHOSTADDRESS_V6_FLAG)
 _NOT = c.TRANSACTION_NOT_TYPE
 _COMMIT = c.TRANSACTION_COMMIT_TYPE
 _TRAN_MASK = c.TRANSACTION_TYPE_MASK
+_QUEUED = frozenset((_NOT, _COMMIT))  # transaction types that get a ConsumeQueue entry
 _TAGS = c.PROPERTY_TAGS
-_KEYS = c.PROPERTY_KEYS
-_UNIQ = c.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 _DELAY = c.PROPERTY_DELAY_TIME_LEVEL
 _SCHEDULE = c.SCHEDULE_TOPIC
 
-DEFAULT_HINT_CAPACITY = 200_000
+DEFAULT_HINT_CAPACITY = 32_768  # ~10 MiB of hints at most; beyond, dispatch decodes the log
 
 
 def wall_clock_ms() -> int:
@@ -148,23 +148,14 @@ class CommitLog:
                 return PutResult(PutStatus.MESSAGE_ILLEGAL)
         props = msg.properties
         tags = msg.tags_code
-        keys = uniq = None
         if props.__class__ is str:
             pstr = props
-            if pstr:
-                if tags is None:
-                    tags = compute_tags_code(get_property(pstr, _TAGS))
-                if self.index_enabled:
-                    keys = get_property(pstr, _KEYS)
-                    uniq = get_property(pstr, _UNIQ)
-            elif tags is None:
-                tags = 0
+            if tags is None:
+                tags = compute_tags_code(get_property(pstr, _TAGS)) if pstr else 0
         else:
             pstr = properties_to_string(props)  # type: ignore[arg-type]
             if tags is None:
                 tags = compute_tags_code(props.get(_TAGS))  # type: ignore[union-attr]
-            keys = props.get(_KEYS)  # type: ignore[union-attr]
-            uniq = props.get(_UNIQ)  # type: ignore[union-attr]
         praw = pstr.encode("utf-8")
         props_len = len(praw)
         if props_len > c.MAX_PROPERTIES_LENGTH:
@@ -199,7 +190,7 @@ class CommitLog:
             if now < self.last_store_ts:
                 now = self.last_store_ts  # store times never go backwards (recovery relies on it)
             self.last_store_ts = now
-            if tran == _NOT or tran == _COMMIT:
+            if tran in _QUEUED:
                 key = (topic, queue_id)
                 qoff = self.topic_queue_table.get(key, 0)
                 self.topic_queue_table[key] = qoff + 1
@@ -221,7 +212,7 @@ class CommitLog:
                 tags = self._schedule_tags(get_property(pstr, _DELAY), now)
             hints = self.hints
             if len(hints) < self.hint_capacity:
-                hints.append((phys, total, topic, queue_id, qoff, tags, now, sysflag, keys, uniq, pstr))
+                hints.append((phys, total, topic, queue_id, qoff, tags, now, sysflag, pstr))
         return PutResult(PutStatus.PUT_OK, phys, total, qoff, now, 1, store_ip, store_port)
 
     def _populate_ahead_locked(self, mf: MappedFile) -> None:
@@ -267,9 +258,7 @@ class CommitLog:
                 return PutResult(PutStatus.PROPERTIES_SIZE_EXCEEDED)
             total = OFF_BODY + len(body) + len(tf) + len(pf)
             tags = compute_tags_code(get_property(pstr, _TAGS))
-            keys = get_property(pstr, _KEYS) if self.index_enabled else None
-            uniq = get_property(pstr, _UNIQ) if self.index_enabled else None
-            encoded.append((flag, body, pf, total, zlib.crc32(body) & 0x7FFFFFFF, tags, keys, uniq, pstr))
+            encoded.append((flag, body, pf, total, zlib.crc32(body) & 0x7FFFFFFF, tags, pstr))
             batch_total += total
         if batch_total + 8 > self.file_size:
             return PutResult(PutStatus.MESSAGE_ILLEGAL)
@@ -293,7 +282,7 @@ class CommitLog:
             first_phys = mf.start + pos
             mm = mf.mm
             room = len(self.hints) < self.hint_capacity - len(encoded)
-            for flag, body, pf, total, crc, tags, keys, uniq, pstr in encoded:
+            for flag, body, pf, total, crc, tags, pstr in encoded:
                 phys = mf.start + pos
                 write_record(
                     mm, pos, total, crc, queue_id, flag, qoff, phys, sysflag,
@@ -301,9 +290,7 @@ class CommitLog:
                     batch.reconsume_times, 0, body, tf, pf,
                 )
                 if room:
-                    self.hints.append(
-                        (phys, total, topic, queue_id, qoff, tags, now, sysflag, keys, uniq, pstr)
-                    )
+                    self.hints.append((phys, total, topic, queue_id, qoff, tags, now, sysflag, pstr))
                 offsets.append(phys)
                 pos += total
                 qoff += 1

@@ -41,6 +41,9 @@ _SIZE_MAGIC = struct.Struct(">ii")
 _NOT = c.TRANSACTION_NOT_TYPE
 _COMMIT = c.TRANSACTION_COMMIT_TYPE
 _ROLLBACK = c.TRANSACTION_ROLLBACK_TYPE
+_QUEUED = frozenset((_NOT, _COMMIT))
+_KEYS = c.PROPERTY_KEYS
+_UNIQ = c.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 
 
 class FileNeed:
@@ -116,7 +119,7 @@ class Dispatcher:
                     break
                 hint = hints[0] if hints else None
                 if hint is not None and hint[0] == pos:
-                    phys, size, topic, qid, qoff, tags, ts, sysflag, keys, uniq, pstr = hint
+                    phys, size, topic, qid, qoff, tags, ts, sysflag, pstr = hint
                 else:
                     while hints and hints[0][0] < pos:
                         hints.popleft()
@@ -147,11 +150,8 @@ class Dispatcher:
                         tags = self._schedule_tags(pstr, ts)
                     else:
                         tags = compute_tags_code(get_property(pstr, c.PROPERTY_TAGS)) if pstr else 0
-                    keys = get_property(pstr, c.PROPERTY_KEYS) if index is not None and pstr else None
-                    uniq = (get_property(pstr, c.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
-                            if index is not None and pstr else None)
                 tran = sysflag & 0xC
-                if tran == _NOT or tran == _COMMIT:
+                if tran in _QUEUED:
                     cq = queues.get((topic, qid))
                     if cq is None:
                         cq = self.queues.get_or_create(topic, qid)
@@ -160,10 +160,10 @@ class Dispatcher:
                         break
                     if notes is not None:
                         notes.append((topic, qid, qoff + 1, tags, pstr))
-                if index is not None and tran != _ROLLBACK and (keys or uniq):
-                    if not index.build(topic, keys, uniq, phys, ts):
-                        result = self._index_need()
-                        break
+                if (index is not None and tran != _ROLLBACK and pstr and not index.build(
+                        topic, get_property(pstr, _KEYS), get_property(pstr, _UNIQ), phys, ts)):
+                    result = self._index_need()
+                    break
                 if hint is not None:
                     hints.popleft()
                 pos = phys + size

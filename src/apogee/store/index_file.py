@@ -46,10 +46,13 @@ class IndexFile:
         self.mf = mf
         self.slots = slots
         self.index_num = index_num
-        b, e, bp, ep, sc, ic = lay.unpack_header(mf.mm)
-        self.begin_ts, self.end_ts, self.begin_phy, self.end_phy = b, e, bp, ep
-        self.slot_count = sc
-        self.index_count = max(ic, 1)
+        b, e, bp, ep, sc, ic = lay.HEADER.unpack_from(mf.mm, 0)
+        self.begin_ts: int = b
+        self.end_ts: int = e
+        self.begin_phy: int = bp
+        self.end_phy: int = ep
+        self.slot_count: int = sc
+        self.index_count: int = max(ic, 1)
         self.dirty = False
         self._entries_base = lay.entry_position(slots, 0)
 
@@ -99,43 +102,53 @@ class IndexFile:
     def put_keys(self, key_hashes: tuple[int, ...] | list[int], phy_offset: int, store_ts: int) -> int:
         """Add one entry per hash for the message at ``phy_offset``; returns how many fit.
 
-        Entry, slot and header updates are RocketMQ's putKey, with the header written once
-        per message rather than once per key.
+        Entries, slots and counters are RocketMQ's putKey.  Crash order: the header (with the
+        new count) is written first, then each entry before the slot that points at it, so a
+        writer killed at any point leaves every slot pointing at a written entry below the
+        header's count (at worst an unreachable or all-zero entry).
         """
-        mm = self.mf.mm
         count = self.index_count
+        room = self.index_num - count
+        if room <= 0 or not key_hashes:
+            return 0
+        hashes = key_hashes if len(key_hashes) <= room else key_hashes[:room]
+        mm = self.mf.mm
         slots = self.slots
-        base = self._entries_base
         begin_ts = self.begin_ts
-        if count <= 1:  # the first entry sets the begin values (its own timeDiff is 0)
-            self.begin_phy = phy_offset
-            self.begin_ts = store_ts
         if begin_ts <= 0:
             diff = 0
         else:
             diff = (store_ts - begin_ts) // 1000
             diff = 0 if diff < 0 else (diff if diff < lay.INT_MAX else lay.INT_MAX)
-        added = 0
-        for key_hash in key_hashes:
-            if count >= self.index_num:
-                break
+        slot_count = self.slot_count
+        latest: dict[int, int] = {}
+        plan = []
+        idx = count
+        for key_hash in hashes:
             abs_slot = 40 + (key_hash % slots) * 4
-            (slot_value,) = _unpack_slot(mm, abs_slot)
-            if slot_value <= 0 or slot_value > count:
-                slot_value = 0
-                self.slot_count += 1
-            _pack_entry(mm, base + count * 20, key_hash, phy_offset, diff, slot_value)
-            _pack_slot(mm, abs_slot, count)
-            count += 1
-            added += 1
-        if added:
-            self.index_count = count
-            self.end_phy = phy_offset
-            self.end_ts = store_ts
-            _pack_header(mm, 0, self.begin_ts, store_ts, self.begin_phy, phy_offset,
-                         self.slot_count, count)
-            self.dirty = True
-        return added
+            prev = latest.get(abs_slot)
+            if prev is None:
+                (prev,) = _unpack_slot(mm, abs_slot)
+                if prev <= 0 or prev > count:
+                    prev = 0
+                    slot_count += 1
+            latest[abs_slot] = idx
+            plan.append((abs_slot, key_hash, prev, idx))
+            idx += 1
+        if count <= 1:  # the first entry sets the begin values (its own timeDiff is 0)
+            self.begin_phy = phy_offset
+            self.begin_ts = store_ts
+        self.index_count = idx
+        self.slot_count = slot_count
+        self.end_phy = phy_offset
+        self.end_ts = store_ts
+        _pack_header(mm, 0, self.begin_ts, store_ts, self.begin_phy, phy_offset, slot_count, idx)
+        base = self._entries_base
+        for abs_slot, key_hash, prev, i in plan:
+            _pack_entry(mm, base + i * 20, key_hash, phy_offset, diff, prev)
+            _pack_slot(mm, abs_slot, i)
+        self.dirty = True
+        return len(plan)
 
     def is_time_matched(self, begin: int, end: int) -> bool:
         b, e = self.begin_ts, self.end_ts

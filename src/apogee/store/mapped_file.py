@@ -23,6 +23,7 @@ import logging
 import mmap
 import os
 from pathlib import Path
+from typing import Any
 
 log = logging.getLogger("apogee.store.mapped_file")
 
@@ -31,7 +32,9 @@ _ZERO_CHUNK = bytes(1 << 20)
 
 # madvise through ctypes: unlike mmap.madvise it releases the GIL while the kernel works.
 _MADV_WILLNEED = 3
+_MADV_DONTNEED = 4
 _MADV_POPULATE_READ = 22  # Linux >= 5.14
+_madvise: Any = None
 try:
     _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
     _madvise = _libc.madvise
@@ -83,7 +86,12 @@ class MappedFile:
         killing the process with SIGBUS.
         """
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+            created = True
+        except FileExistsError:  # e.g. pre-created by a run that stopped before using it
+            fd = os.open(path, os.O_RDWR)
+            created = False
         try:
             if os.fstat(fd).st_size != size:
                 os.ftruncate(fd, size)
@@ -96,7 +104,7 @@ class MappedFile:
             mm = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         except BaseException:
             os.close(fd)
-            if os.path.exists(path) and os.path.getsize(path) in (0, size):
+            if created:  # never delete a file we did not make
                 _unlink_quietly(path)
             raise
         return cls(path, start, size, fd, mm)
@@ -207,12 +215,17 @@ class MappedFile:
         self.populated = max(self.populated, end)
 
     def advise_cold(self) -> None:
-        """Drop this mapping's resident pages (the page cache keeps them); RSS stays flat."""
-        if not self.closed:
-            try:
-                self.mm.madvise(mmap.MADV_DONTNEED)
-            except (OSError, ValueError, AttributeError):
-                pass
+        """Drop this mapping's resident pages; the page cache keeps them.  Blocking.
+
+        Keeps the process RSS flat while the log grows: a file the writer has left is
+        only read by lagging consumers, who fault pages back in from the page cache.  On a
+        shared file mapping MADV_DONTNEED loses nothing, dirty pages included.
+        """
+        if self.closed or _madvise is None:
+            return
+        if not self._address:
+            self._address = _buffer_address(self.mm)
+        _madvise(self._address, self.size, _MADV_DONTNEED)
 
     def close(self) -> bool:
         """Unmap and close.  False while slices are still exported (call again later)."""

@@ -9,6 +9,7 @@ file (RocketMQ's AllocateMappedFileService), fdatasync and unlinking.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import logging
 import os
 from collections.abc import Iterator
@@ -124,7 +125,9 @@ class MappedFileQueue:
             mf = MappedFile.create(self.path_for(start), start, self.file_size,
                                    preallocate=self.preallocate)
         self.files.append(mf)
-        self._preallocate_next()
+        self.preallocate_next()
+        if self.executor is not None and len(self.files) >= 3:
+            self.executor.submit(self.files[-3].advise_cold)  # the writer has left it
         return mf
 
     def attach(self, mf: MappedFile) -> None:
@@ -139,7 +142,8 @@ class MappedFileQueue:
             return self.files[-1].end
         return wanted - wanted % self.file_size
 
-    def _preallocate_next(self) -> None:
+    def preallocate_next(self) -> None:
+        """Have the I/O thread create the file after the last one, ready for the roll."""
         if self.executor is None or not self.files:
             return
         start = self.files[-1].end
@@ -232,7 +236,5 @@ class MappedFileQueue:
         return len(self.files) * self.file_size
 
     def remove_directory_if_empty(self) -> None:
-        try:
+        with contextlib.suppress(OSError):
             os.rmdir(self.directory)
-        except OSError:
-            pass

@@ -163,16 +163,19 @@ class MessageStore:
         if self.index is not None:
             self.index.load(clean_shutdown=clean, commitlog_end=end)
         self.commitlog.mfq.flush()  # the recovered tail may only be in the page cache
-        if clean:
-            start = self.consume_queues.max_phys_end()
-        else:
-            start = report.start_offset
+        # Resume dispatch where the queues end (clean) or re-run it from the recovery start.
+        start = self.consume_queues.max_phys_end() if clean else report.start_offset
         start = min(max(start, self.commitlog.min_offset), end)
         self.dispatcher.offset = start
         redone = self.dispatcher.dispatch_all_inline(end)
         if redone:
             log.info("re-dispatched %d records from offset %d", redone, start)
         self.commitlog.rebuild_topic_queue_table(self.consume_queues.offset_table())
+        mfq = self.commitlog.mfq
+        if not mfq.files:
+            mfq.add_file(0)  # here on the I/O thread, not on the loop at the first put
+        else:
+            mfq.preallocate_next()
         self.commitlog.last_store_ts = max(report.last_store_timestamp, self.dispatcher.last_store_ts)
         ConsumeQueueTable.flush(self.consume_queues.snapshot(), 0)
         if self.index is not None:
@@ -411,8 +414,8 @@ class MessageStore:
         message_filter: MessageFilter | None = None,
     ) -> GetResult:
         """Up to ``max_msg_nums`` messages of a queue from ``offset`` (RocketMQ getMessage)."""
-        if self._loop is None:
-            raise StoreError("store not started")
+        if not self._running:
+            raise StoreError("store not running")
         return self.reader.get_message(topic, queue_id, offset, max_msg_nums, max_total_bytes,
                                        message_filter)
 

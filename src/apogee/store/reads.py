@@ -254,4 +254,4 @@ class StoreReader:
         if message_codec.get_property(props, c.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) == key:
             return True
         keys = message_codec.get_property(props, c.PROPERTY_KEYS)
-        return bool(keys) and key in keys.split(c.KEY_SEPARATOR)
+        return keys is not None and key in keys.split(c.KEY_SEPARATOR)

@@ -70,9 +70,11 @@ async def verify(root: Path, flush: str, acks: list[tuple]) -> None:
         for phys, size, topic, qid, qoff, key, reps in acks:
             rec = store.select_one_message_by_offset(phys, size)
             assert rec is not None, f"acked append at {phys} lost"
-            m = mc.decode_record(rec)
+            f = mc.read_dispatch_fields(rec, 0)
+            body = body_of(key, reps)
+            assert (f.topic, f.queue_id, f.queue_offset) == (topic, qid, qoff)
+            assert rec[mc.OFF_BODY : mc.OFF_BODY + len(body)] == body
             rec.release()
-            assert (m.topic, m.queue_id, m.queue_offset, m.body) == (topic, qid, qoff, body_of(key, reps))
         # 2. the CommitLog is a clean prefix: walk it record by record
         pos, count = store.min_phy_offset, 0
         while pos < end:
@@ -99,7 +101,7 @@ async def verify(root: Path, flush: str, acks: list[tuple]) -> None:
                 n += 1
             assert n == cq.max_offset == store.next_queue_offset(topic, qid)
         # 4. index hits resolve to the right message
-        for phys, size, topic, qid, qoff, key, reps in random.Random(1).sample(acks, min(200, len(acks))):
+        for phys, _size, topic, _qid, _qoff, key, _reps in random.Random(1).sample(acks, min(200, len(acks))):
             q = store.query_message(topic, key, 64, 0, 1 << 62)
             assert q.phys_offsets == [phys], key
             q.release()
@@ -122,9 +124,10 @@ async def verify(root: Path, flush: str, acks: list[tuple]) -> None:
 @pytest.mark.parametrize("flush", [FlushDiskType.SYNC_FLUSH.name, FlushDiskType.ASYNC_FLUSH.name])
 def test_sigkill_during_heavy_writes(tmp_path: Path, flush: str) -> None:
     root = tmp_path / "store"
-    acks = run_and_kill(root, flush, seed=1, seconds=3.0)
+    seconds = 3.0 if flush == "SYNC_FLUSH" else 1.5  # ASYNC acks ~3x faster: similar counts
+    acks = run_and_kill(root, flush, seed=1, seconds=seconds)
     assert len(acks) >= 500
     asyncio.run(verify(root, flush, acks))
     # a second life: recover, write more, get killed again, recover again
-    more = run_and_kill(root, flush, seed=2, seconds=2.0)
+    more = run_and_kill(root, flush, seed=2, seconds=seconds / 2)
     asyncio.run(verify(root, flush, acks + more))

@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 from apogee.common import constants as c
 from apogee.common import message_codec as mc
 
-topics = st.text(st.characters(blacklist_categories=["Cs"], blacklist_characters="\x00"), min_size=1, max_size=40).filter(
+text_chars = st.characters(blacklist_categories=["Cs"], blacklist_characters="\x00")
+topics = st.text(text_chars, min_size=1, max_size=40).filter(
     lambda t: 0 < len(t.encode()) <= 127
 )
 prop_text = st.text(st.characters(blacklist_categories=["Cs"], blacklist_characters="\x00\x01\x02"),

@@ -43,7 +43,7 @@ def test_records_are_rocketmq_records_with_assigned_fields(clog: CommitLog) -> N
     assert m.store_host == ("10.0.0.1", 10911)
     hint = clog.hints[0]
     assert hint[:8] == (0, r1.wrote_bytes, "T", 1, 0, tags_code("TagA"), r1.store_timestamp, 0)
-    assert hint[8:10] == ("k1 k2", "U1")
+    assert mc.parse_properties(hint[8]) == {"TAGS": "TagA", "KEYS": "k1 k2", "UNIQ_KEY": "U1"}
     assert clog.topic_queue_table == {("T", 1): 2, ("T", 2): 1}
 
 
@@ -141,7 +141,8 @@ def test_batch_is_contiguous_with_consecutive_offsets(clog: CommitLog) -> None:
 def test_batch_rules(clog: CommitLog) -> None:
     item = mc.BatchItem(0, b"x", "")
     assert clog.put_messages(InnerBatch("B", 0, [])).status is PutStatus.MESSAGE_ILLEGAL
-    assert clog.put_messages(InnerBatch("B", 0, [item], sysflag=c.TRANSACTION_PREPARED_TYPE)).status is PutStatus.MESSAGE_ILLEGAL
+    prepared = InnerBatch("B", 0, [item], sysflag=c.TRANSACTION_PREPARED_TYPE)
+    assert clog.put_messages(prepared).status is PutStatus.MESSAGE_ILLEGAL
     assert clog.put_messages(InnerBatch("B", 0, [item], properties="DELAY\x013")).status is PutStatus.MESSAGE_ILLEGAL
     big = [mc.BatchItem(0, b"x" * 1500, "")] * 3
     assert clog.put_messages(InnerBatch("B", 0, big)).status is PutStatus.MESSAGE_ILLEGAL

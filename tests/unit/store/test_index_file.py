@@ -99,7 +99,7 @@ def test_service_builds_across_files_and_queries(tmp_path: Path) -> None:
     assert svc.query("T", "k1", 3, 0, 1 << 62)[0] == [190, 160, 130]
     assert svc.query("Other", "all", 64, 0, 1 << 62)[0] == []
     files = svc.files
-    assert all(a.name < b.name for a, b in zip(files, files[1:]))
+    assert all(a.name < b.name for a, b in zip(files, files[1:], strict=False))
     assert files[1].begin_phy >= files[0].end_phy  # a new file continues the previous one
 
 
@@ -130,3 +130,16 @@ def test_service_load_after_crash_drops_inconsistent_files(tmp_path: Path) -> No
     again.destroy_files(expired)
     again.close()
     assert len(list((tmp_path / "index").iterdir())) == 1
+
+
+def test_same_slot_twice_in_one_message_chains(tmp_path: Path) -> None:
+    f = new_file(tmp_path / "idx")
+    assert f.put_keys([1, 1 + SLOTS, 2], 700, 5000) == 3
+    assert f.slot_count == 2 and f.index_count == 4
+    out: list[int] = []
+    f.select(1 + SLOTS, 10, 0, 1 << 62, out)
+    assert out == [700]
+    prev = lay.unpack_entry(f.mf.mm, lay.entry_position(SLOTS, 2))[3]
+    assert prev == 1  # the second key of slot 1 links to the first
+    assert f.put_keys([], 1, 1) == 0
+    f.mf.close()

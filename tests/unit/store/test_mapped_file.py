@@ -67,3 +67,25 @@ def test_flush_after_close_is_a_no_op(tmp_path: Path) -> None:
     mf.wrote = 10
     assert mf.flush() == 0
     assert os.listdir(tmp_path) == [file_name(0)]
+
+
+def test_failed_creation_removes_only_its_own_file(tmp_path: Path, monkeypatch) -> None:
+    import os as os_mod
+
+    def no_space(fd: int, offset: int, length: int) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os_mod, "posix_fallocate", no_space)
+    fresh = tmp_path / file_name(0)
+    try:
+        MappedFile.create(fresh, 0, 4096)
+    except OSError as exc:
+        assert exc.errno == 28
+    assert not fresh.exists()
+    kept = tmp_path / file_name(4096)
+    kept.write_bytes(b"data")
+    try:
+        MappedFile.create(kept, 4096, 4096)
+    except OSError:
+        pass
+    assert kept.exists()

@@ -61,7 +61,8 @@ async def write_workload(store: MessageStore, n: int = 200, seed: int = 7) -> di
             pending.append(store.put_messages(InnerBatch(topic, qid, items)))
             expected.setdefault((topic, qid), []).extend(it.body for it in items)
         else:
-            pending.append(store.put_message(make_msg(topic, qid, body, tags=f"t{i % 3}", keys=f"key{i}", uniq=f"U{i}")))
+            msg = make_msg(topic, qid, body, tags=f"t{i % 3}", keys=f"key{i}", uniq=f"U{i}")
+            pending.append(store.put_message(msg))
             expected.setdefault((topic, qid), []).append(body)
         if len(pending) >= 16:
             assert all(r.ok for r in await asyncio.gather(*pending))

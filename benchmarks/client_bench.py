@@ -1,0 +1,241 @@
+"""Apogee's Python client against one real broker: workloads W1-W5 of issue 5.
+
+Starts `apogee namesrv` and `apogee broker` (ASYNC_FLUSH, durable store) as separate processes
+on loopback, unless --namesrv is given, then runs, with 1 KiB bodies unless stated:
+
+  W1  sync send, one message at a time                     msgs/s, p50/p99 latency
+  W2  send_async with auto-batching, 500,000 messages       msgs/s
+  W3  consume a 500,000-message backlog, offsets committed  msgs/s (lite pull consumer)
+  W4  end to end at a steady 2,000 msgs/s for 20 s          p50/p99 latency (push consumer)
+  W5  as W2 with 100-byte bodies                            msgs/s
+
+Each workload runs --runs times (3); the median is printed with the CPU used by the broker
+and by this client process during the run (2 cores are shared, so both matter).
+
+Run:  .venv/bin/python benchmarks/client_bench.py [--only W1,W3] [--runs 3] [--messages 500000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from apogee.client import (  # noqa: E402
+    ConsumeContext,
+    LitePullConsumer,
+    Message,
+    MessageExt,
+    Producer,
+    PushConsumer,
+)
+from apogee.client.consumer.offset_store import ReadOffsetType  # noqa: E402
+from apogee.remoting.loop import run  # noqa: E402
+from tests.support.processes import ServerProcess, start_namesrv  # noqa: E402
+
+CLK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_of(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK
+
+
+class Meter:
+    """Wall time and the CPU of the broker and of this process over one run."""
+
+    def __init__(self, broker_pid: int | None) -> None:
+        self.broker_pid = broker_pid
+
+    def __enter__(self) -> Meter:
+        self.w0 = time.perf_counter()
+        self.c0 = time.process_time()
+        self.b0 = cpu_of(self.broker_pid) if self.broker_pid else 0.0
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.wall = time.perf_counter() - self.w0
+        self.client_cpu = (time.process_time() - self.c0) / self.wall * 100
+        self.broker_cpu = (cpu_of(self.broker_pid) - self.b0) / self.wall * 100 if self.broker_pid else float("nan")
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def w1(ns: str, topic: str, n: int) -> tuple[float, dict[str, float]]:
+    body = b"x" * 1024
+    async with Producer("bench_w1", ns, default_topic_queue_nums=8) as p:
+        await p.send(Message(topic, body))  # route and connection
+        lat = []
+        start = time.perf_counter()
+        for i in range(n):
+            t0 = time.perf_counter()
+            await p.send(Message(topic, body, properties={"KEYS": f"k{i}", "TAGS": "TagA"}))
+            lat.append((time.perf_counter() - t0) * 1000)
+        rate = n / (time.perf_counter() - start)
+    return rate, {"p50_ms": pct(lat, 0.5), "p99_ms": pct(lat, 0.99)}
+
+
+async def produce_async(ns: str, topic: str, n: int, size: int, group: str) -> float:
+    body = b"x" * size
+    async with Producer(group, ns, default_topic_queue_nums=8) as p:
+        await p.send(Message(topic, body))
+        start = time.perf_counter()
+        last = None
+        for i in range(n):
+            last = await p.send_async(Message(topic, body, properties={"TAGS": "TagA"}))
+        await p.flush()
+        assert last is not None and last.done() and last.exception() is None
+        return n / (time.perf_counter() - start)
+
+
+async def w3(ns: str, topic: str, n: int, group: str) -> float:
+    consumer = LitePullConsumer(group, ns, pull_batch_size=32, pull_threshold_for_all=50_000,
+                                pull_threshold_for_queue=20_000)
+    consumer.subscribe(topic)
+    await consumer.start()
+    try:
+        got = 0
+        start = time.perf_counter()
+        while got < n:
+            msgs = await consumer.poll(5000)
+            if not msgs:
+                raise RuntimeError(f"W3 stalled at {got} of {n}")
+            got += len(msgs)
+        await consumer.commit_sync()
+        rate = got / (time.perf_counter() - start)
+        committed = 0
+        for mq in consumer.assignment():
+            committed += await consumer.offset_store.read_offset(mq, ReadOffsetType.STORE)  # type: ignore[union-attr]
+        assert committed >= n, (committed, n)
+        return rate
+    finally:
+        await consumer.shutdown()
+
+
+async def w4(ns: str, topic: str, rate: int, seconds: float) -> dict[str, float]:
+    latencies: list[float] = []
+
+    async def listener(msgs: list[MessageExt], ctx: ConsumeContext) -> None:
+        now = time.perf_counter_ns()
+        for m in msgs:
+            latencies.append((now - int(m.properties["T0"])) / 1e6)
+
+    consumer = PushConsumer("bench_w4", ns, listener=listener, consume_message_batch_max_size=32)
+    consumer.subscribe(topic)
+    async with Producer("bench_w4p", ns, default_topic_queue_nums=8) as p:
+        await p.send(Message(topic, b"warmup", properties={"T0": str(time.perf_counter_ns())}))
+        await consumer.start()
+        await asyncio.sleep(1.0)
+        latencies.clear()
+        body = b"x" * 1024
+        interval = 1 / rate
+        start = time.perf_counter()
+        n = int(rate * seconds)
+        for i in range(n):
+            target = start + i * interval
+            delay = target - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            await p.send_async(Message(topic, body, properties={"T0": str(time.perf_counter_ns())}))
+        await p.flush()
+        deadline = time.perf_counter() + 10
+        while len(latencies) < n and time.perf_counter() < deadline:
+            await asyncio.sleep(0.05)
+    await consumer.shutdown()
+    return {"received": len(latencies), "p50_ms": pct(latencies, 0.5), "p99_ms": pct(latencies, 0.99),
+            "max_ms": max(latencies)}
+
+
+async def bench(ns: str, broker_pid: int | None, args: argparse.Namespace) -> None:
+    only = set(args.only.split(",")) if args.only else {"W1", "W2", "W3", "W4", "W5"}
+    rows: list[tuple[str, str, list[float], list[float], list[float], dict[str, list[float]]]] = []
+    tag = int(time.time())
+
+    async def measure(name: str, label: str, fn: Callable[[int], Awaitable[Any]]) -> None:
+        rates, bcpu, ccpu, extra = [], [], [], {}
+        for r in range(args.runs):
+            with Meter(broker_pid) as m:
+                out = await fn(r)
+            if isinstance(out, tuple):
+                value, more = out
+            elif isinstance(out, dict):
+                value, more = out.get("p99_ms", 0.0), out
+            else:
+                value, more = out, {}
+            rates.append(value)
+            bcpu.append(m.broker_cpu)
+            ccpu.append(m.client_cpu)
+            for k, v in more.items():
+                extra.setdefault(k, []).append(v)
+            print(f"  {name} run {r + 1}: {value:,.2f} {more} broker CPU {m.broker_cpu:.0f}% client CPU {m.client_cpu:.0f}%",
+                  flush=True)
+        rows.append((name, label, rates, bcpu, ccpu, extra))
+
+    if "W1" in only:
+        await measure("W1", "sync send 1 KiB, one at a time (msgs/s)",
+                      lambda r: w1(ns, f"BenchW1_{tag}_{r}", args.sync_messages))
+    if "W2" in only or "W3" in only:
+        await measure("W2", f"send_async auto-batched 1 KiB x {args.messages} (msgs/s)",
+                      lambda r: produce_async(ns, f"BenchW2_{tag}_{r}", args.messages, 1024, "bench_w2"))
+    if "W3" in only:
+        await measure("W3", f"consume {args.messages} backlog + commit (msgs/s)",
+                      lambda r: w3(ns, f"BenchW2_{tag}_{r}", args.messages + 1, f"bench_w3_{tag}_{r}"))
+    if "W4" in only:
+        await measure("W4", f"end to end at {args.w4_rate} msgs/s for {args.w4_seconds} s (p99 ms)",
+                      lambda r: w4(ns, f"BenchW4_{tag}_{r}", args.w4_rate, args.w4_seconds))
+    if "W5" in only:
+        await measure("W5", f"send_async auto-batched 100 B x {args.messages} (msgs/s)",
+                      lambda r: produce_async(ns, f"BenchW5_{tag}_{r}", args.messages, 100, "bench_w5"))
+
+    print()
+    print(f"{'':4}{'workload':<52}{'median':>12}{'broker CPU':>12}{'client CPU':>12}  details (medians)")
+    for name, label, values, bcpu, ccpu, extra in rows:
+        details = ", ".join(f"{k} {statistics.median(v):,.3f}" for k, v in extra.items())
+        print(f"{name:<4}{label:<52}{statistics.median(values):>12,.2f}{statistics.median(bcpu):>11.0f}%"
+              f"{statistics.median(ccpu):>11.0f}%  {details}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--namesrv", help="use a running cluster through this NameServer")
+    parser.add_argument("--messages", type=int, default=500_000)
+    parser.add_argument("--sync-messages", type=int, default=20_000)
+    parser.add_argument("--w4-rate", type=int, default=2000)
+    parser.add_argument("--w4-seconds", type=float, default=20.0)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--only", default="", help="comma-separated workloads, e.g. W1,W4")
+    args = parser.parse_args()
+    if args.namesrv:
+        run(bench(args.namesrv, None, args))
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        conf = Path(tmp) / "broker.conf"
+        conf.write_text("flushDiskType=ASYNC_FLUSH\nbrokerName=bench\n")
+        namesrv = start_namesrv(Path(tmp) / "ns")
+        broker = ServerProcess(
+            ["broker", "-n", namesrv.addr, "-c", str(conf), "--listen", "127.0.0.1:0",
+             "--store-dir", str(Path(tmp) / "store"), "--broker-ip", "127.0.0.1", "--log-level", "WARNING"]
+        ).start()
+        try:
+            print(f"namesrv {namesrv.addr}, broker {broker.addr} (ASYNC_FLUSH), broker pid {broker.pid}", flush=True)
+            run(bench(namesrv.addr, broker.pid, args))
+        finally:
+            broker.close()
+            namesrv.close()
+
+
+if __name__ == "__main__":
+    main()
