@@ -21,7 +21,7 @@ from apogee.filter.sql92 import evaluate, parse
 EXPRESSIONS = [
     "a > 5 AND b IN ('x','y') AND TAGS = 'TagA'",
     "TAGS = 'TagA'",
-    "(region = 'eu' OR region = 'us') AND price BETWEEN 10 AND 99.5 AND NOT (vip IS NULL)",
+    "(region = 'eu' OR region = 'us') AND price BETWEEN 10.0 AND 99.5 AND NOT (vip IS NULL)",
 ]
 
 # What a real producer sends: system properties plus a few user properties.

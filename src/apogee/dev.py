@@ -25,7 +25,9 @@ class DevCluster:
         root = root.resolve()
         ns_config = NamesrvConfig(rocketmq_home=str(root / "namesrv"))
         ns_config.listen_host, ns_config.listen_port = parse_listen(namesrv_listen, 9876)
-        broker = BrokerConfig(broker_name="broker-a", broker_ip1="127.0.0.1", auto_create_topic_enable=True)
+        broker = BrokerConfig(
+            broker_name="broker-a", broker_ip1="127.0.0.1", auto_create_topic_enable=True, enable_property_filter=True
+        )
         broker.listen_host, broker.listen_port = parse_listen(broker_listen, 10911)
         store = StoreConfig()
         apply(store, {"storePathRootDir": str(root / "store"), "flushDiskType": flush})

@@ -383,3 +383,32 @@ async def test_reset_offset_by_time_sets_offsets_and_tells_live_consumers(broker
     finally:
         await consumer.close()
         await admin.close()
+
+
+async def test_sql92_subscriptions_filter_on_the_broker(tmp_path: Path, namesrv: ServerProcess) -> None:
+    broker = start_broker(namesrv.addr, tmp_path / "sql", "enablePropertyFilter=true\n")
+    client = RemotingClient()
+    try:
+        for i in range(10):
+            await client.invoke(broker.addr, send_request("Sq", f"m{i}".encode(), tags="TagA" if i % 2 else "TagB", props={"n": str(i)}), T)
+        await wait_dispatched(client, broker.addr, "Sq", 0, 10)
+        resp = await client.invoke(broker.addr, pull_request("Sq", 0, 0, subscription="n > 5 AND TAGS = 'TagA'", expression_type="SQL92"), T)
+        assert [m.body for m in decode_records(resp.body_bytes())] == [b"m7", b"m9"]
+        resp = await client.invoke(broker.addr, pull_request("Sq", 0, 0, subscription="n BETWEEN 2 AND", expression_type="SQL92"), T)
+        assert resp.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED and "column" in resp.remark
+        bad = HeartbeatData("c1", [], [ConsumerData("GS", subscriptions=[SubscriptionData("Sq", "n >", expression_type="SQL92")])]).encode()
+        resp = await client.invoke(broker.addr, RemotingCommand.request(RequestCode.HEART_BEAT, None, bad), T)
+        assert resp.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED and "GS" in resp.remark
+    finally:
+        await client.close()
+        broker.close()
+
+
+async def test_sql92_needs_enable_property_filter(broker: ServerProcess) -> None:
+    client = RemotingClient()
+    try:
+        await client.invoke(broker.addr, send_request("Sq2"), T)
+        resp = await client.invoke(broker.addr, pull_request("Sq2", 0, 0, subscription="a > 1", expression_type="SQL92"), T)
+        assert resp.code == ResponseCode.SYSTEM_ERROR and "SQL92" in resp.remark
+    finally:
+        await client.close()

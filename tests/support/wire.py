@@ -54,12 +54,13 @@ def pull_request(
     max_msgs: int = 32,
     suspend_ms: int = 0,
     subscription: str = "*",
+    expression_type: str | None = None,
 ) -> RemotingCommand:
     flags = FLAG_SUBSCRIPTION | (FLAG_SUSPEND if suspend_ms else 0)
     header = PullMessageRequestHeader(
         consumer_group=group, topic=topic, queue_id=queue_id, queue_offset=offset,
         max_msg_nums=max_msgs, sys_flag=flags, commit_offset=0, suspend_timeout_millis=suspend_ms,
-        sub_version=0, subscription=subscription,
+        sub_version=0, subscription=subscription, expression_type=expression_type,
     )
     return RemotingCommand.request(RequestCode.PULL_MESSAGE, header.encode())
 

@@ -319,8 +319,16 @@ class ClientInstance:
 
     def _apply_route(self, topic: str, route: TopicRouteData, from_default: bool = False) -> None:
         old = self.routes.get(topic)
+        new_broker = False
         for bd in route.broker_datas:
+            known = self.broker_addrs.get(bd.broker_name)
+            if known is None or set(bd.broker_addrs.values()) - set(known.values()):
+                new_broker = True
             self.broker_addrs[bd.broker_name] = dict(bd.broker_addrs)
+        if new_broker and self.running and (self.consumers or self.producers):
+            # A broker we never told about ourselves: heartbeat now, not in up to 30 s, so it
+            # knows our consumer groups before anyone rebalances against it.
+            self._spawn(self.heartbeat_all())
         if old == route and topic in self.publish_infos:
             return
         self.routes[topic] = route
@@ -370,6 +378,18 @@ class ClientInstance:
             return
         if self._refresh_soon is None or self._refresh_soon.cancelled() or self._refresh_soon.when() < asyncio.get_running_loop().time():
             self._refresh_soon = asyncio.get_running_loop().call_later(0.5, self._refresh_after_loss)
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.append(task)
+
+        def done(t: asyncio.Task[Any]) -> None:
+            if t in self._tasks:
+                self._tasks.remove(t)
+            if not t.cancelled() and t.exception() is not None:
+                log.warning("background client task failed: %s", t.exception())
+
+        task.add_done_callback(done)
 
     def _refresh_after_loss(self) -> None:
         if not self.running:

@@ -185,6 +185,8 @@ class CommitLog:
             pos = mf.wrote
             if pos + total > self._populate_mark:
                 self._populate_ahead_locked(mf)
+            if pos + total > mf.reserved and not self._reserve_locked(mf, pos + total):
+                return PutResult(PutStatus.DISK_FULL)
             phys = mf.start + pos
             now = self._clock()
             if now < self.last_store_ts:
@@ -214,6 +216,16 @@ class CommitLog:
             if len(hints) < self.hint_capacity:
                 hints.append((phys, total, topic, queue_id, qoff, tags, now, sysflag, pstr))
         return PutResult(PutStatus.PUT_OK, phys, total, qoff, now, 1, store_ip, store_port)
+
+    def _reserve_locked(self, mf: MappedFile, needed: int) -> bool:
+        """Allocate disk blocks for a write the I/O thread has not reserved yet (rare: it
+        normally runs ahead with the population).  False when the disk is full."""
+        try:
+            mf.reserve(max(needed, min(mf.size, mf.wrote + max(self._populate_step, 1 << 22))))
+        except OSError as exc:
+            log.error("cannot allocate CommitLog space in %s: %s", mf.path.name, exc)
+            return False
+        return True
 
     def _populate_ahead_locked(self, mf: MappedFile) -> None:
         """Ask the I/O thread to fault in the next window of the file being written."""
@@ -274,6 +286,9 @@ class CommitLog:
                 mf = self._roll_locked()
                 if mf is None:
                     return PutResult(PutStatus.CREATE_MAPPED_FILE_FAILED)
+            if mf.wrote + batch_total > mf.reserved and not self._reserve_locked(
+                    mf, mf.wrote + batch_total):
+                return PutResult(PutStatus.DISK_FULL)
             now = max(self._clock(), self.last_store_ts)
             self.last_store_ts = now
             key = (topic, queue_id)

@@ -60,7 +60,7 @@ def file_name(offset: int) -> str:
 
 class MappedFile:
     __slots__ = ("path", "start", "size", "fd", "mm", "view", "wrote", "flushed", "closed",
-                 "populated", "_address")
+                 "populated", "reserved", "_address")
 
     def __init__(self, path: Path, start: int, size: int, fd: int, mm: mmap.mmap) -> None:
         self.path = path
@@ -73,17 +73,20 @@ class MappedFile:
         self.flushed = 0  # bytes known to be on disk
         self.closed = False
         self.populated = 0  # bytes from the start whose pages were faulted in ahead of writes
+        self.reserved = size  # bytes from the start whose disk blocks are known allocated
         self._address = 0
 
     # --- creation (I/O thread) --------------------------------------------------------------
 
     @classmethod
-    def create(cls, path: Path, start: int, size: int, *, preallocate: bool = True) -> MappedFile:
+    def create(cls, path: Path, start: int, size: int, *, preallocate: bool = True,
+               reserve: int | None = None) -> MappedFile:
         """Create (or reuse an empty) file of ``size`` bytes and map it.  Blocking.
 
-        With ``preallocate`` the blocks are reserved with posix_fallocate: on a full disk the
-        creation fails here with OSError(ENOSPC) instead of a later write into the mapping
-        killing the process with SIGBUS.
+        With ``preallocate`` the first ``reserve`` bytes (all by default) get their disk blocks
+        with posix_fallocate; the writer reserves the rest ahead of itself (``reserve``).  On a
+        full disk that fails with OSError(ENOSPC) instead of a write into the mapping killing
+        the process with SIGBUS (or writeback losing it).  Without it the file is sparse.
         """
         path.parent.mkdir(parents=True, exist_ok=True)
         try:
@@ -95,19 +98,20 @@ class MappedFile:
         try:
             if os.fstat(fd).st_size != size:
                 os.ftruncate(fd, size)
+            reserved = size
             if preallocate:
-                try:
-                    os.posix_fallocate(fd, 0, size)
-                except OSError as exc:
-                    if exc.errno not in (95, 22):  # EOPNOTSUPP / EINVAL: fs cannot, go sparse
-                        raise
+                reserved = size if reserve is None else max(0, min(size, reserve))
+                if reserved and not _fallocate(fd, 0, reserved):
+                    reserved = size
             mm = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         except BaseException:
             os.close(fd)
             if created:  # never delete a file we did not make
                 _unlink_quietly(path)
             raise
-        return cls(path, start, size, fd, mm)
+        mf = cls(path, start, size, fd, mm)
+        mf.reserved = reserved
+        return mf
 
     @classmethod
     def open_existing(cls, path: Path, start: int, size: int) -> MappedFile:
@@ -187,6 +191,15 @@ class MappedFile:
             pos = low
         return begin
 
+    def reserve(self, end: int) -> None:
+        """Allocate disk blocks up to ``end`` (posix_fallocate).  Blocking; OSError(ENOSPC)."""
+        end = min(end, self.size)
+        if end <= self.reserved or self.closed:
+            return
+        if not _fallocate(self.fd, self.reserved, end - self.reserved):
+            end = self.size  # the filesystem cannot preallocate: nothing to track
+        self.reserved = end
+
     def populate(self, begin: int, end: int) -> None:
         """Fault pages ``[begin, end)`` into the page cache ahead of the writer.  Blocking.
 
@@ -197,7 +210,14 @@ class MappedFile:
         is written twice.  Falls back to MADV_WILLNEED on older kernels.
         """
         global _populate_advice
-        if _madvise is None or self.closed:
+        if self.closed:
+            return
+        try:
+            self.reserve(end)
+        except OSError as exc:
+            log.warning("cannot reserve disk space in %s: %s", self.path.name, exc)
+            return
+        if _madvise is None:
             return
         begin -= begin % OS_PAGE_SIZE
         end = min(end, self.size)
@@ -247,6 +267,17 @@ class MappedFile:
 
     def __repr__(self) -> str:
         return f"MappedFile({self.path.name}, wrote={self.wrote}, flushed={self.flushed})"
+
+
+def _fallocate(fd: int, offset: int, length: int) -> bool:
+    """posix_fallocate; False if the filesystem does not support it.  Raises on ENOSPC."""
+    try:
+        os.posix_fallocate(fd, offset, length)
+    except OSError as exc:
+        if exc.errno in (95, 22):  # EOPNOTSUPP / EINVAL
+            return False
+        raise
+    return True
 
 
 def _unlink_quietly(path: Path) -> None:

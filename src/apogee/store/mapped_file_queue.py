@@ -28,10 +28,12 @@ class MappedFileQueue:
         *,
         preallocate: bool = True,
         executor: concurrent.futures.Executor | None = None,
+        reserve_ahead: int | None = None,
     ) -> None:
         self.directory = directory
         self.file_size = file_size
         self.preallocate = preallocate
+        self.reserve_ahead = reserve_ahead  # None: allocate whole files when created
         self.executor = executor
         self.files: list[MappedFile] = []
         self._next: tuple[int, concurrent.futures.Future[MappedFile]] | None = None
@@ -52,7 +54,10 @@ class MappedFileQueue:
             if self.files and start != self.files[-1].end:
                 log.warning("gap before %s; files after the gap are ignored", path)
                 break
-            self.files.append(MappedFile.open_existing(path, start, self.file_size))
+            mf = MappedFile.open_existing(path, start, self.file_size)
+            if self.preallocate and self.reserve_ahead is not None:
+                mf.reserved = 0  # unknown: the writer reserves again from where it writes
+            self.files.append(mf)
 
     # --- lookup ------------------------------------------------------------------------------
 
@@ -123,7 +128,7 @@ class MappedFileQueue:
             if not inline:
                 raise BlockingIOError("next mapped file not ready")
             mf = MappedFile.create(self.path_for(start), start, self.file_size,
-                                   preallocate=self.preallocate)
+                                   preallocate=self.preallocate, reserve=self.reserve_ahead)
         self.files.append(mf)
         self.preallocate_next()
         if self.executor is not None and len(self.files) >= 3:
@@ -151,7 +156,7 @@ class MappedFileQueue:
             return
         self._next = (start, self.executor.submit(
             MappedFile.create, self.path_for(start), start, self.file_size,
-            preallocate=self.preallocate,
+            preallocate=self.preallocate, reserve=self.reserve_ahead,
         ))
 
     def discard_preallocated(self) -> None:

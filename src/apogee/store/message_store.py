@@ -69,8 +69,12 @@ class MessageStore:
         self.clock = clock or wall_clock_ms
         self.io = IOThread()
         pre = config.preallocate_mapped_files
+        # CommitLog blocks are allocated ahead of the writer in populate-sized steps, so disk
+        # use follows the data; ConsumeQueue files (small) are allocated whole; index files
+        # (420 MB, written sparsely) are left sparse.
         mfq = MappedFileQueue(config.commitlog_dir, config.mapped_file_size_commitlog,
-                              preallocate=pre, executor=self.io.executor)
+                              preallocate=pre, executor=self.io.executor,
+                              reserve_ahead=config.populate_ahead_bytes or None)
         self.commitlog = CommitLog(config, mfq, clock=self.clock)
         self.consume_queues = ConsumeQueueTable(config.consume_queue_dir,
                                                 config.mapped_file_size_consume_queue,
@@ -79,7 +83,7 @@ class MessageStore:
         if config.message_index_enable:
             self.index = IndexService(config.index_dir, config.max_hash_slot_num,
                                       config.max_index_num, config.max_msgs_num_batch,
-                                      preallocate=pre)
+                                      preallocate=False)
         self.dispatcher = Dispatcher(self.commitlog, self.consume_queues, self.index,
                                      clock=self.clock)
         self.reader = StoreReader(config, self.commitlog, self.consume_queues, self.index)

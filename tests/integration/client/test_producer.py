@@ -148,7 +148,11 @@ async def test_large_bodies_are_compressed_on_the_wire(cluster: Cluster) -> None
         addr = instance.master_addr(result.message_queue.broker_name)
         header = PullMessageRequestHeader("raw_reader", topic, result.message_queue.queue_id, result.queue_offset, 1,
                                           FLAG_SUBSCRIPTION, 0, 0, 0, "*")
-        resp = await instance.remoting.invoke(addr, RemotingCommand.request(RequestCode.PULL_MESSAGE, header.encode()), 3000)
+        for _ in range(100):  # the broker dispatches to the consume queue asynchronously
+            resp = await instance.remoting.invoke(addr, RemotingCommand.request(RequestCode.PULL_MESSAGE, header.encode()), 3000)
+            if resp.body:
+                break
+            await asyncio.sleep(0.05)
         (raw,) = decode_records(resp.body_bytes(), inflate=False)
         assert raw.sys_flag & c.COMPRESSED_FLAG and zlib.decompress(raw.body) == body
     got = await read_all(cluster, topic, 2)

@@ -39,7 +39,8 @@ def test_to_long_range() -> None:
     ("text", "value"),
     [("1", 1.0), (" 2.5 ", 2.5), ("\t-3\n", -3.0), ("5.", 5.0), (".5", 0.5), ("1e3", 1000.0), ("1E-2", 0.01),
      ("2f", 2.0), ("2.5D", 2.5), ("Infinity", math.inf), ("-Infinity", -math.inf), ("0x1.8p1", 3.0),
-     ("-0x10P0", -16.0), ("1e999", math.inf), ("-0.0", -0.0), ("0x1p99999", math.inf)],
+     ("-0x10P0", -16.0), ("1e999", math.inf), ("-0.0", -0.0), ("0x1p99999", math.inf),
+     ("+.5", 0.5), ("-12.25", -12.25), ("007.50", 7.5)],
 )
 def test_to_double(text: str, value: float) -> None:
     got = to_double(text)
@@ -52,7 +53,9 @@ def test_to_double_nan(text: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "text", ["", ".", "e5", "1e", "nan", "inf", "infinity", "1_0", "0x10", "1.5.5", "NaNd", "١", "\u00a05", "1 2"]
+    "text",
+    ["", ".", "e5", "1e", "nan", "inf", "infinity", "1_0", "0x10", "1.5.5", "NaNd", "١", "٤٢.٥", "\u00a05", "1 2"]
+    + ["+-1", "--1"],
 )
 def test_to_double_rejects_what_java_rejects(text: str) -> None:
     with pytest.raises(EvalError):

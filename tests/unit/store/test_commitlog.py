@@ -186,3 +186,26 @@ def test_nul_in_properties_is_illegal(clog: CommitLog) -> None:
     assert clog.put_message(make_msg(extra={"A": "x\x00y"})).status is PutStatus.MESSAGE_ILLEGAL
     batch = InnerBatch("B", 0, [mc.BatchItem(0, b"x", "A\x01\x00")])
     assert clog.put_messages(batch).status is PutStatus.MESSAGE_ILLEGAL
+
+
+def test_disk_space_is_reserved_ahead_and_enospc_is_disk_full(
+        store_config: Callable[..., StoreConfig], monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    cfg = store_config(mapped_file_size_commitlog=16 << 20, populate_ahead_bytes=1 << 20)
+    log = CommitLog(cfg, MappedFileQueue(cfg.commitlog_dir, 16 << 20, reserve_ahead=1 << 20))
+    assert log.put_message(make_msg(body=b"x" * 1000)).ok
+    mf = log.mfq.files[0]
+    assert mf.reserved >= 1 << 20 and os.stat(mf.path).st_blocks * 512 < 16 << 20
+    mf.reserved = mf.wrote  # as if the I/O thread had not got there yet
+
+    def enospc(fd: int, offset: int, length: int) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "posix_fallocate", enospc)
+    before = log.max_offset
+    assert log.put_message(make_msg(body=b"y" * 1000)).status is PutStatus.DISK_FULL
+    assert log.max_offset == before  # nothing written past the reserved space
+    monkeypatch.undo()
+    assert log.put_message(make_msg(body=b"z")).ok
+    log.mfq.close()

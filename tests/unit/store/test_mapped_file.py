@@ -3,6 +3,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 from apogee.store.mapped_file import MappedFile, file_name
 
 
@@ -77,15 +79,27 @@ def test_failed_creation_removes_only_its_own_file(tmp_path: Path, monkeypatch) 
 
     monkeypatch.setattr(os_mod, "posix_fallocate", no_space)
     fresh = tmp_path / file_name(0)
-    try:
+    with pytest.raises(OSError, match="No space"):
         MappedFile.create(fresh, 0, 4096)
-    except OSError as exc:
-        assert exc.errno == 28
     assert not fresh.exists()
     kept = tmp_path / file_name(4096)
     kept.write_bytes(b"data")
-    try:
+    with pytest.raises(OSError, match="No space"):
         MappedFile.create(kept, 4096, 4096)
-    except OSError:
-        pass
     assert kept.exists()
+
+
+def test_reservation_follows_the_writer(tmp_path: Path) -> None:
+    mf = MappedFile.create(tmp_path / file_name(0), 0, 1 << 20, reserve=64 * 1024)
+    assert mf.reserved == 64 * 1024
+    blocks_before = os.stat(mf.path).st_blocks
+    mf.reserve(512 * 1024)
+    assert mf.reserved == 512 * 1024 and os.stat(mf.path).st_blocks > blocks_before
+    mf.reserve(100)  # never shrinks
+    assert mf.reserved == 512 * 1024
+    mf.populate(512 * 1024, 600 * 1024)  # populating reserves first
+    assert mf.reserved == 600 * 1024
+    mf.close()
+    sparse = MappedFile.create(tmp_path / file_name(1 << 20), 1 << 20, 1 << 20, preallocate=False)
+    assert sparse.reserved == 1 << 20 and os.stat(sparse.path).st_blocks == 0
+    sparse.close()

@@ -11,7 +11,10 @@ import time
 from typing import TYPE_CHECKING
 
 from apogee.broker.clients import ClientChannel
+from apogee.broker.processors.pull import subscription_filter
 from apogee.broker.topics import PERM_RW
+from apogee.filter import TAG, FilterExpressionError
+from apogee.remoting.bodies.lenient_json import loads
 from apogee.common.constants import retry_topic
 from apogee.remoting.bodies.heartbeat import (
     HeartbeatData,
@@ -58,8 +61,29 @@ class ClientManageProcessor:
 
     # --- membership ---------------------------------------------------------------------------
 
+    def _check_subscriptions(self, req: RemotingCommand, data: HeartbeatData) -> RemotingCommand | None:
+        """Reject a bad filter expression when it is subscribed, not when messages flow."""
+        for consumer in data.consumers:
+            for sub in consumer.subscriptions:
+                if sub.expression_type != TAG and not self.b.config.enable_property_filter:
+                    return req.response(
+                        ResponseCode.SYSTEM_ERROR,
+                        f"The broker does not support consumer to filter message by {sub.expression_type}",
+                    )
+                try:
+                    subscription_filter(sub.expression_type, sub.sub_string)
+                except FilterExpressionError as exc:
+                    return req.response(
+                        ResponseCode.SUBSCRIPTION_PARSE_FAILED,
+                        f"subscription of group {consumer.group_name} to {sub.topic} is invalid: {exc}",
+                    )
+        return None
+
     def heartbeat(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         data = HeartbeatData.decode(req.body_bytes())
+        rejected = self._check_subscriptions(req, data)
+        if rejected is not None:
+            return rejected
         now = _now_ms()
         channel = ClientChannel(conn, data.client_id, req.language, req.version, now)
         conn.attributes["client_id"] = data.client_id
@@ -94,7 +118,20 @@ class ClientManageProcessor:
         return req.response(ResponseCode.SUCCESS)
 
     def check_client_config(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
-        # Java checks SQL92 expressions here; tag subscriptions need nothing.
+        """CHECK_CLIENT_CONFIG: Java clients validate a subscription before they start."""
+        try:
+            body = loads(req.body_bytes() or b"{}")
+            sub = body.get("subscriptionData") or {}
+            expression_type = str(sub.get("expressionType") or TAG)
+            expression = str(sub.get("subString") or "*")
+        except (ValueError, AttributeError) as exc:
+            return req.response(ResponseCode.SYSTEM_ERROR, f"malformed client config: {exc}")
+        if expression_type != TAG and not self.b.config.enable_property_filter:
+            return req.response(ResponseCode.SYSTEM_ERROR, f"The broker does not support consumer to filter message by {expression_type}")
+        try:
+            subscription_filter(expression_type, expression)
+        except FilterExpressionError as exc:
+            return req.response(ResponseCode.SUBSCRIPTION_PARSE_FAILED, str(exc))
         return req.response(ResponseCode.SUCCESS)
 
     def get_consumer_list(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:

@@ -16,7 +16,7 @@ from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
 from apogee.common import constants as c
-from apogee.common.java_hash import tags_code
+from apogee.filter import TAG, FilterExpressionError, compile_filter
 from apogee.remoting.codes import RequestCode, ResponseCode
 from apogee.remoting.command import RemotingCommand
 from apogee.remoting.connection import Connection
@@ -35,25 +35,18 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("apogee.broker.pull")
 
-MATCH_ALL = TagCodeFilter(None)
+def subscription_filter(expression_type: str | None, expression: str | None) -> MessageFilter:
+    """The broker-side filter of a subscription (compiled once; SQL92 compilations are cached).
+
+    Raises FilterExpressionError for a malformed expression or an unknown type."""
+    return compile_filter(expression_type or TAG, expression)
 
 
-def tag_filter(expression: str | None) -> TagCodeFilter:
-    """The filter of a TAG subscription: ``*`` or empty matches all, else ``A || B``."""
-    if not expression or expression.strip() in ("*", ""):
-        return MATCH_ALL
-    tags = {t.strip() for t in expression.split("||") if t.strip()}
-    if not tags or "*" in tags:
-        return MATCH_ALL
-    return TagCodeFilter(frozenset(tags_code(t) for t in tags))
-
-
-def filter_from_codes(sub_string: str, code_set: list[int]) -> TagCodeFilter:
-    if not sub_string or sub_string.strip() == "*":
-        return MATCH_ALL
-    if code_set:
+def filter_from_codes(sub_string: str, code_set: list[int], expression_type: str) -> MessageFilter:
+    """The filter of a heartbeat subscription: its hash codes when the client sent them."""
+    if expression_type == TAG and code_set and sub_string.strip() != "*":
         return TagCodeFilter(frozenset(code_set))
-    return tag_filter(sub_string)
+    return subscription_filter(expression_type, sub_string)
 
 
 def _not_found(status: GetStatus, offset: int) -> bool:
@@ -127,13 +120,16 @@ class PullProcessor:
                 f"[{config.read_queue_nums}] consumer:[{req.ext_fields and h.consumer_group}]",
             )
         if h.sys_flag & FLAG_SUBSCRIPTION:
-            expression_type = (h.expression_type or "TAG").upper()
-            if expression_type != "TAG":
+            expression_type = h.expression_type or TAG
+            if expression_type != TAG and not self.b.config.enable_property_filter:
                 return req.response(
-                    ResponseCode.SUBSCRIPTION_PARSE_FAILED,
-                    f"expression type {expression_type} is not supported by this broker",
+                    ResponseCode.SYSTEM_ERROR,
+                    "The broker does not support consumer to filter message by " + expression_type,
                 )
-            return tag_filter(h.subscription)
+            try:
+                return subscription_filter(expression_type, h.subscription)
+            except FilterExpressionError as exc:
+                return req.response(ResponseCode.SUBSCRIPTION_PARSE_FAILED, f"parse the consumer's subscription failed: {exc}")
         info = self.b.clients.consumer_group(h.consumer_group)
         if info is None:
             return req.response(
@@ -150,7 +146,10 @@ class PullProcessor:
             return req.response(
                 ResponseCode.SUBSCRIPTION_NOT_LATEST, "the consumer's subscription not latest"
             )
-        return filter_from_codes(sub.sub_string, sub.code_set)
+        try:
+            return filter_from_codes(sub.sub_string, sub.code_set, sub.expression_type)
+        except FilterExpressionError as exc:
+            return req.response(ResponseCode.SUBSCRIPTION_PARSE_FAILED, f"parse the consumer's subscription failed: {exc}")
 
     def _response(self, req: RemotingCommand, h: PullMessageRequestHeader, result: GetResult) -> RemotingCommand:
         status = result.status

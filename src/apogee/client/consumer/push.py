@@ -308,6 +308,9 @@ class PushConsumer(ConsumerBase):
             if pq.dropped:
                 return
             status = result.status
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug("pull %s from %d: %s next %d (%d msgs)", mq, next_offset, status.name,
+                          result.next_begin_offset, len(result.messages))
             if status is PullStatus.FOUND:
                 next_offset = result.next_begin_offset
                 msgs = result.messages

@@ -184,7 +184,14 @@ def _and(fns: list[Fn], truth: bool) -> Fn:
         if len(fns) == 3:
             f0, f1, f2 = fns
             return lambda p: f0(p) and f1(p) and f2(p)
-        return lambda p: all(f(p) for f in fns)
+
+        def all_true(p: Mapping[str, str]) -> bool:
+            for f in fns:  # noqa: SIM110 - a generator costs ~0.3 us per call on the hot path
+                if not f(p):
+                    return False
+            return True
+
+        return all_true
 
     def and_(p: Mapping[str, str]) -> bool | None:
         result: bool | None = True
@@ -204,7 +211,14 @@ def _or(fns: list[Fn], truth: bool) -> Fn:
         if len(fns) == 2:
             f0, f1 = fns
             return lambda p: f0(p) or f1(p)
-        return lambda p: any(f(p) for f in fns)
+
+        def any_true(p: Mapping[str, str]) -> bool:
+            for f in fns:  # noqa: SIM110 - a generator costs ~0.3 us per call on the hot path
+                if f(p):
+                    return True
+            return False
+
+        return any_true
 
     def or_(p: Mapping[str, str]) -> bool | None:
         result: bool | None = False

@@ -72,6 +72,10 @@ _TRIM: Final = "".join(chr(c) for c in range(33))
 def to_double(s: str) -> float:
     """``Double.valueOf(s)``: Java's syntax (``NaN``, ``Infinity``, hex floats, an ``f``/``d``
     suffix, surrounding control characters and blanks ignored), not Python's."""
+    if s.isascii():  # fast path: [+-]digits[.digits], which both languages read alike
+        digits = s[1:] if s[:1] in ("+", "-") else s
+        if digits.replace(".", "", 1).isdigit():
+            return float(s)
     t = s.strip(_TRIM)
     m = _JAVA_DOUBLE.fullmatch(t)
     if m is None:

@@ -65,7 +65,7 @@ def parse(expression: str) -> ast.Node:
         )
     node = _Parser(expression).parse()
     if ast.depth(node) > MAX_DEPTH:
-        raise FilterExpressionError(f"expression nested deeper than {MAX_DEPTH} levels", expression, 0)
+        raise FilterExpressionError(f"expression nested deeper than {MAX_DEPTH} levels", expression)
     return node
 
 
