@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Any
 
 import orjson
 
-from apogee.common.atomic_file import read_with_backup, write_atomic
-from apogee.remoting.bodies.lenient_json import loads
+from apogee.common.atomic_file import load_json_table, write_atomic
 
 log = logging.getLogger("apogee.broker.offsets")
 
@@ -29,16 +29,11 @@ class ConsumerOffsetManager:
         self._load()
 
     def _load(self) -> None:
-        if self._path is None:
-            return
-        data = read_with_backup(self._path)
-        if data is None:
-            return
-        try:
-            raw = loads(data).get("offsetTable") or {}
+        def parse(obj: dict[str, Any]) -> None:
+            raw = obj.get("offsetTable") or {}
             self.table = {k: {int(q): int(o) for q, o in v.items()} for k, v in raw.items()}
-        except (ValueError, TypeError, AttributeError) as exc:
-            log.error("cannot read %s: %s", self._path, exc)
+
+        load_json_table(self._path, parse, log)
 
     def encode(self) -> bytes:
         return orjson.dumps(

@@ -19,16 +19,15 @@ import asyncio
 import logging
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from apogee.common import constants as c
-from apogee.common.atomic_file import read_with_backup, write_atomic
+from apogee.common.atomic_file import load_json_table, write_atomic
 from apogee.common.java_hash import tags_code
 from apogee.common.message import MessageExt
 from apogee.common.message_codec import properties_to_string
-from apogee.remoting.bodies.lenient_json import loads
 from apogee.store.inner import InnerMessage
 
 if TYPE_CHECKING:
@@ -50,16 +49,10 @@ class ScheduleService:
         self._load()
 
     def _load(self) -> None:
-        if self._path is None:
-            return
-        data = read_with_backup(self._path)
-        if data is None:
-            return
-        try:
-            raw = loads(data).get("offsetTable") or {}
-            self.offsets = {int(k): int(v) for k, v in raw.items()}
-        except (ValueError, TypeError, AttributeError) as exc:
-            log.error("cannot read %s: %s", self._path, exc)
+        def parse(obj: dict[str, Any]) -> None:
+            self.offsets = {int(k): int(v) for k, v in (obj.get("offsetTable") or {}).items()}
+
+        load_json_table(self._path, parse, log)
 
     def encode(self) -> bytes:
         return orjson.dumps({"offsetTable": {str(k): v for k, v in sorted(self.offsets.items())}})
@@ -87,8 +80,7 @@ class ScheduleService:
         self.persist()
 
     async def _sleep(self, level: int, seconds: float) -> None:
-        event = self._wake[level]
-        event.clear()
+        event = self._wake[level]  # cleared before each delivery pass, so no arrival is missed
         try:
             await asyncio.wait_for(event.wait(), max(0.001, seconds))
         except TimeoutError:
@@ -97,6 +89,7 @@ class ScheduleService:
     async def _run_level(self, level: int) -> None:
         queue_id = level - 1
         while True:
+            self._wake[level].clear()
             try:
                 wait_s = await self._deliver_due(level, queue_id)
             except asyncio.CancelledError:

@@ -10,8 +10,7 @@ from typing import Any
 
 import orjson
 
-from apogee.common.atomic_file import read_with_backup, write_atomic
-from apogee.remoting.bodies.lenient_json import loads
+from apogee.common.atomic_file import load_json_table, write_atomic
 from apogee.remoting.bodies.route import DataVersion
 
 log = logging.getLogger("apogee.broker.subscriptions")
@@ -67,18 +66,12 @@ class SubscriptionGroupManager:
         self._load()
 
     def _load(self) -> None:
-        if self._path is None:
-            return
-        data = read_with_backup(self._path)
-        if data is None:
-            return
-        try:
-            obj = loads(data)
+        def parse(obj: dict[str, Any]) -> None:
             self.data_version = DataVersion.from_json(obj.get("dataVersion"))
             for name, cfg in (obj.get("subscriptionGroupTable") or {}).items():
                 self.table[name] = SubscriptionGroupConfig.from_json({"groupName": name, **cfg})
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            log.error("cannot read %s: %s", self._path, exc)
+
+        load_json_table(self._path, parse, log)
 
     def encode(self) -> bytes:
         return orjson.dumps(

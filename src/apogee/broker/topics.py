@@ -13,10 +13,11 @@ import logging
 import re
 import time
 from pathlib import Path
+from typing import Any
 
 import orjson
 
-from apogee.common.atomic_file import read_with_backup, write_atomic
+from apogee.common.atomic_file import load_json_table, write_atomic
 from apogee.common.constants import (
     MAX_TOPIC_LENGTH,
     OFFSET_MOVED_EVENT,
@@ -30,7 +31,6 @@ from apogee.common.constants import (
     TBW102,
     TRANS_CHECK_MAX_TIME_TOPIC,
 )
-from apogee.remoting.bodies.lenient_json import loads
 from apogee.remoting.bodies.route import DataVersion, TopicConfigData
 
 log = logging.getLogger("apogee.broker.topics")
@@ -97,18 +97,12 @@ class TopicConfigManager:
     # --- persistence --------------------------------------------------------------------------
 
     def _load(self) -> None:
-        if self._path is None:
-            return
-        data = read_with_backup(self._path)
-        if data is None:
-            return
-        try:
-            obj = loads(data)
+        def parse(obj: dict[str, Any]) -> None:
             self.data_version = DataVersion.from_json(obj.get("dataVersion"))
             for name, tc in (obj.get("topicConfigTable") or {}).items():
                 self.table[name] = TopicConfigData.from_json({"topicName": name, **tc})
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            log.error("cannot read %s (%s); starting with system topics only", self._path, exc)
+
+        load_json_table(self._path, parse, log)
 
     def encode(self) -> bytes:
         return orjson.dumps(

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from apogee.client.types import PullResult, PullStatus, SendResult, SendStatus
 from apogee.common import constants as c
 from apogee.common.message import MessageExt, MessageQueue
-from apogee.common.message_codec import decode_record, decode_records
+from apogee.common.message_codec import decode_record, decode_records_fast
 from apogee.errors import RemoteError
 from apogee.remoting.bodies.heartbeat import (
     HeartbeatData,
@@ -126,8 +126,8 @@ def build_pull_result(resp: RemotingCommand, tags_set: frozenset[str] | None) ->
         suggest_which_broker_id=_ext_int(ext, "suggestWhichBrokerId"),
     )
     if status is PullStatus.FOUND and resp.body:
-        body = resp.body if isinstance(resp.body, (bytes, bytearray, memoryview)) else resp.body_bytes()
-        msgs = decode_records(body)
+        body = resp.body if type(resp.body) is bytes else resp.body_bytes()
+        msgs = decode_records_fast(body)
         if tags_set:
             msgs = [m for m in msgs if m.properties.get(c.PROPERTY_TAGS) in tags_set]
         result.messages = msgs

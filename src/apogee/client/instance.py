@@ -33,7 +33,7 @@ from apogee.common.message import MessageQueue
 from apogee.common.message_codec import decode_record
 from apogee.errors import ApogeeError, ClientStateError, ConnectionClosedError, NoRouteError, RequestTimeoutError
 from apogee.remoting.bodies.heartbeat import ConsumerData, HeartbeatData
-from apogee.remoting.bodies.lenient_json import loads
+from apogee.common.lenient_json import loads
 from apogee.remoting.bodies.route import QueueData, TopicRouteData
 from apogee.remoting.client import RemotingClient
 from apogee.remoting.codes import RequestCode, ResponseCode

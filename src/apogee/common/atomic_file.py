@@ -7,8 +7,13 @@ a mix.  A ``.bak`` copy of the previous content is kept, as RocketMQ's ConfigMan
 
 from __future__ import annotations
 
+import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+
+from apogee.common.lenient_json import loads
 
 
 def write_atomic(path: str | Path, data: bytes, *, keep_backup: bool = True) -> None:
@@ -40,3 +45,25 @@ def read_with_backup(path: str | Path) -> bytes | None:
         if data:
             return data
     return None
+
+
+def load_json_table(path: Path | str | None, parse: Callable[[dict[str, Any]], None], log: logging.Logger) -> None:
+    """Read a persisted JSON table (or its ``.bak``) and hand the object to ``parse``.
+
+    The shared start-up path of every table that persists itself (topics, offsets, groups,
+    delay progress, KV config): a missing file is an empty table; an unreadable one is
+    logged and skipped, so one damaged file never keeps a server from starting.  Files
+    written by Java RocketMQ (unquoted integer keys) are accepted.
+    """
+    if path is None:
+        return
+    data = read_with_backup(path)
+    if data is None:
+        return
+    try:
+        obj = loads(data)
+        if not isinstance(obj, dict):
+            raise ValueError("not a JSON object")
+        parse(obj)
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        log.error("cannot read %s (%s); starting without it", path, exc)

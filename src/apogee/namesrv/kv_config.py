@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Any
 
 import orjson
 
-from apogee.common.atomic_file import read_with_backup, write_atomic
-from apogee.remoting.bodies.lenient_json import loads
+from apogee.common.atomic_file import load_json_table, write_atomic
 
 log = logging.getLogger("apogee.namesrv.kv_config")
 
@@ -25,16 +25,11 @@ class KVConfig:
         self.table: dict[str, dict[str, str]] = {}
 
     def load(self) -> None:
-        if self._path is None:
-            return
-        data = read_with_backup(self._path)
-        if data is None:
-            return
-        try:
-            table = loads(data).get("configTable") or {}
+        def parse(obj: dict[str, Any]) -> None:
+            table = obj.get("configTable") or {}
             self.table = {str(ns): {str(k): str(v) for k, v in kv.items()} for ns, kv in table.items()}
-        except (ValueError, AttributeError) as exc:
-            log.error("ignoring unreadable %s: %s", self._path, exc)
+
+        load_json_table(self._path, parse, log)
 
     def _persist(self) -> None:
         if self._path is not None:

@@ -7,7 +7,7 @@ import orjson
 import pytest
 
 from apogee.errors import HeaderError
-from apogee.remoting.bodies.lenient_json import loads
+from apogee.common.lenient_json import loads
 from apogee.remoting.bodies.route import RegisterBrokerBody, TopicRouteData
 
 

@@ -14,7 +14,7 @@ from apogee.broker.topics import validate_topic
 from apogee.common.constants import SYSTEM_TOPIC_PREFIX
 from apogee.errors import HeaderError
 from apogee.remoting.bodies.heartbeat import QueueKey, encode_reset_offset_body
-from apogee.remoting.bodies.lenient_json import loads
+from apogee.common.lenient_json import loads
 from apogee.remoting.bodies.route import TopicConfigData
 from apogee.remoting.codes import VERSION_V3_0_7_SNAPSHOT, LanguageCode, RequestCode, ResponseCode
 from apogee.remoting.command import RemotingCommand

@@ -14,7 +14,7 @@ from apogee.broker.clients import ClientChannel
 from apogee.broker.processors.pull import subscription_filter
 from apogee.broker.topics import PERM_RW
 from apogee.filter import TAG, FilterExpressionError
-from apogee.remoting.bodies.lenient_json import loads
+from apogee.common.lenient_json import loads
 from apogee.common.constants import retry_topic
 from apogee.remoting.bodies.heartbeat import (
     HeartbeatData,

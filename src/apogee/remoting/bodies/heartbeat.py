@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 
 from apogee.errors import HeaderError
-from apogee.remoting.bodies.lenient_json import loads
+from apogee.common.lenient_json import loads
 
 CONSUME_TYPES = ("CONSUME_ACTIVELY", "CONSUME_PASSIVELY")  # PULL, PUSH
 MESSAGE_MODELS = ("BROADCASTING", "CLUSTERING")

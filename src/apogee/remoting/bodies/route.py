@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 
 from apogee.errors import HeaderError
-from apogee.remoting.bodies.lenient_json import loads
+from apogee.common.lenient_json import loads
 
 MASTER_ID = 0
 
