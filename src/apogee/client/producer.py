@@ -62,6 +62,8 @@ RETRY_RESPONSE_CODES = frozenset(
         ResponseCode.NOT_IN_CURRENT_UNIT,
     }
 )
+# Wire keys of SendMessageRequestHeaderV2 ("a".."m"), taken from the header class itself.
+_V2_KEYS = {attr: key for attr, key, _kind, _required in SendMessageRequestHeaderV2._fields()}
 BATCH_ITEM_OVERHEAD = 22  # TOTALSIZE, MAGIC, CRC, FLAG, BODYLEN (4 each) + PROPLEN (2)
 
 SendCallback = Callable[[SendResult | None, BaseException | None], Any]
@@ -190,6 +192,7 @@ class Producer:
         cfg.validate()
         self.config = cfg
         self.group = cfg.group
+        self._default_queue_nums_text = str(cfg.default_topic_queue_nums)
         self.fault = FaultStrategy(cfg.send_latency_fault_enable, cfg.latency_max_ms, cfg.not_available_duration_ms)
         self._instance: ClientInstance | None = None
         self._ids: UniqIdGenerator | None = None
@@ -306,32 +309,47 @@ class Producer:
         self, topic: str, queue_id: int, sysflag: int, flag: int, properties: str | None, body: bytes,
         *, batch: bool = False, reconsume_times: int | None = None, max_reconsume_times: int | None = None,
     ) -> RemotingCommand:
-        header = SendMessageRequestHeaderV2(
-            producer_group=self.group,
-            topic=topic,
-            default_topic=self.config.create_topic_key,
-            default_topic_queue_nums=self.config.default_topic_queue_nums,
-            queue_id=queue_id,
-            sys_flag=sysflag,
-            born_timestamp=int(time.time() * 1000),
-            flag=flag,
-            properties=properties or None,
-            reconsume_times=reconsume_times,
-            unit_mode=None,
-            max_reconsume_times=max_reconsume_times,
-            batch=True if batch else None,
-        )
-        code = RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2
-        return RemotingCommand.request(code, header.encode(), body)
+        """A SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE request.
+
+        Hot path: the extFields of ``SendMessageRequestHeaderV2`` are built directly (its
+        wire keys, read from the header class once) instead of through ``Header.encode``.
+        """
+        k = _V2_KEYS
+        ext = {
+            k["producer_group"]: self.group,
+            k["topic"]: topic,
+            k["default_topic"]: self.config.create_topic_key,
+            k["default_topic_queue_nums"]: self._default_queue_nums_text,
+            k["queue_id"]: str(queue_id),
+            k["sys_flag"]: str(sysflag),
+            k["born_timestamp"]: str(int(time.time() * 1000)),
+            k["flag"]: str(flag),
+        }
+        if properties:
+            ext[k["properties"]] = properties
+        if reconsume_times is not None:
+            ext[k["reconsume_times"]] = str(reconsume_times)
+        if max_reconsume_times is not None:
+            ext[k["max_reconsume_times"]] = str(max_reconsume_times)
+        if batch:
+            ext[k["batch"]] = "true"
+            return RemotingCommand(RequestCode.SEND_BATCH_MESSAGE, ext_fields=ext, body=body)
+        return RemotingCommand(RequestCode.SEND_MESSAGE_V2, ext_fields=ext, body=body)
 
     async def _publish_info(self, topic: str) -> TopicPublishInfo:
         instance = self._check_running()
-        if topic not in self._topics:
-            self._topics.add(topic)
+        info = instance.publish_infos.get(topic)
+        if info is not None and info.queues and topic in self._topics:
+            return info
+        self._topics.add(topic)
         return await instance.publish_info(topic, self.config.create_topic_key, self.config.default_topic_queue_nums)
 
     def _select(self, info: TopicPublishInfo, last_broker: str | None) -> MessageQueue:
-        return self.fault.select(info.queues, info.next_counter(), last_broker, int(time.time() * 1000))
+        info.counter += 1
+        if not self.fault.enabled and last_broker is None:
+            queues = info.queues
+            return queues[info.counter % len(queues)]
+        return self.fault.select(info.queues, info.counter, last_broker, int(time.time() * 1000))
 
     async def _explicit_queue(
         self, msg: Message, queue: MessageQueue | None, selector: MessageQueueSelector | None, arg: Any
@@ -396,7 +414,7 @@ class Producer:
         self._check_running()
         self._validate(msg)
         timeout = timeout_ms if timeout_ms is not None else self.config.send_timeout_ms
-        fixed = await self._explicit_queue(msg, queue, selector, arg)
+        fixed = await self._explicit_queue(msg, queue, selector, arg) if queue or selector else None
         prepared = self._prepare(msg)
         if fixed is not None:
             return await self._send_to(msg, fixed, prepared, timeout, "SYNC")
@@ -408,7 +426,7 @@ class Producer:
         instance = self._check_running()
         body, sysflag, props, uniq = prepared
         start = time.perf_counter()
-        addr = await instance.find_master_addr(mq.broker_name, mq.topic)
+        addr = instance.master_addr(mq.broker_name) or await instance.find_master_addr(mq.broker_name, mq.topic)
         ctx = self._before(msg, mode, mq, addr)
         try:
             reconsume, max_reconsume = _retry_fields(msg)
@@ -417,11 +435,16 @@ class Producer:
             resp = await instance.api.send(addr, req, timeout_ms)
             result = parse_send_response(resp, mq, [uniq])[0]
         except BaseException as exc:
-            self.fault.update_fault_item(mq.broker_name, int((time.perf_counter() - start) * 1000), True, int(time.time() * 1000))
+            if self.fault.enabled:
+                self.fault.update_fault_item(mq.broker_name, int((time.perf_counter() - start) * 1000), True,
+                                             int(time.time() * 1000))
             self._after(ctx, None, exc, start)
             raise
-        self.fault.update_fault_item(mq.broker_name, int((time.perf_counter() - start) * 1000), False, int(time.time() * 1000))
-        self._after(ctx, result, None, start)
+        if self.fault.enabled:
+            self.fault.update_fault_item(mq.broker_name, int((time.perf_counter() - start) * 1000), False,
+                                         int(time.time() * 1000))
+        if ctx is not None:
+            self._after(ctx, result, None, start)
         return result
 
     async def _send_with_retries(
