@@ -12,14 +12,20 @@ on loopback, unless --namesrv is given, then runs, with 1 KiB bodies unless stat
 Each workload runs --runs times (3); the median is printed with the CPU used by the broker
 and by this client process during the run (2 cores are shared, so both matter).
 
-Run:  .venv/bin/python benchmarks/client_bench.py [--only W1,W3] [--runs 3] [--messages 500000]
+With --cpp the Apache RocketMQ C++ client (rocketmq==0.4.4 in .venv-interop, via
+tests/interop/clients/cpp_client.py) runs W1, W2, W3 and W5 on the same broker for comparison
+(smaller counts for its sends: it has no batching and its async send is slow).
+
+Run:  .venv/bin/python benchmarks/client_bench.py [--only W1,W3] [--runs 3] [--messages 500000] [--cpp]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
+import resource
 import statistics
 import sys
 import tempfile
@@ -51,6 +57,12 @@ def cpu_of(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLK
 
 
+def _own_and_children_cpu() -> float:
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
 class Meter:
     """Wall time and the CPU of the broker and of this process over one run."""
 
@@ -59,13 +71,13 @@ class Meter:
 
     def __enter__(self) -> Meter:
         self.w0 = time.perf_counter()
-        self.c0 = time.process_time()
+        self.c0 = _own_and_children_cpu()
         self.b0 = cpu_of(self.broker_pid) if self.broker_pid else 0.0
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.wall = time.perf_counter() - self.w0
-        self.client_cpu = (time.process_time() - self.c0) / self.wall * 100
+        self.client_cpu = (_own_and_children_cpu() - self.c0) / self.wall * 100
         self.broker_cpu = (cpu_of(self.broker_pid) - self.b0) / self.wall * 100 if self.broker_pid else float("nan")
 
 
@@ -94,7 +106,7 @@ async def produce_async(ns: str, topic: str, n: int, size: int, group: str) -> f
         await p.send(Message(topic, body))
         start = time.perf_counter()
         last = None
-        for i in range(n):
+        for _ in range(n):
             last = await p.send_async(Message(topic, body, properties={"TAGS": "TagA"}))
         await p.flush()
         assert last is not None and last.done() and last.exception() is None
@@ -102,8 +114,9 @@ async def produce_async(ns: str, topic: str, n: int, size: int, group: str) -> f
 
 
 async def w3(ns: str, topic: str, n: int, group: str) -> float:
-    consumer = LitePullConsumer(group, ns, pull_batch_size=32, pull_threshold_for_all=50_000,
-                                pull_threshold_for_queue=20_000)
+    consumer = LitePullConsumer(
+        group, ns, pull_batch_size=32, pull_threshold_for_all=50_000, pull_threshold_for_queue=20_000
+    )
     consumer.subscribe(topic)
     await consumer.start()
     try:
@@ -149,14 +162,38 @@ async def w4(ns: str, topic: str, rate: int, seconds: float) -> dict[str, float]
             delay = target - time.perf_counter()
             if delay > 0:
                 await asyncio.sleep(delay)
-            await p.send_async(Message(topic, body, properties={"T0": str(time.perf_counter_ns())}))
-        await p.flush()
+            await p.send(Message(topic, body, properties={"T0": str(time.perf_counter_ns())}))
         deadline = time.perf_counter() + 10
         while len(latencies) < n and time.perf_counter() < deadline:
             await asyncio.sleep(0.05)
     await consumer.shutdown()
-    return {"received": len(latencies), "p50_ms": pct(latencies, 0.5), "p99_ms": pct(latencies, 0.99),
-            "max_ms": max(latencies)}
+    return {
+        "received": len(latencies),
+        "p50_ms": pct(latencies, 0.5),
+        "p99_ms": pct(latencies, 0.99),
+        "max_ms": max(latencies),
+    }
+
+
+ROOT = Path(__file__).resolve().parents[1]
+CPP_PYTHON = ROOT / ".venv-interop" / "bin" / "python"
+CPP_CLIENT = ROOT / "tests" / "interop" / "clients" / "cpp_client.py"
+
+
+async def cpp_bench(*args: object) -> tuple[float, dict[str, float]]:
+    """Run the Apache RocketMQ C++ client (rocketmq==0.4.4) once; its rate and latencies.
+
+    Its CPU shows up as this process's children's CPU, which ``Meter`` adds."""
+    proc = await asyncio.create_subprocess_exec(
+        str(CPP_PYTHON), str(CPP_CLIENT), *map(str, args), stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE, cwd="/tmp",
+    )
+    out, err = await proc.communicate()
+    for line in out.decode().splitlines():
+        if '"bench"' in line:
+            data = json.loads(line)
+            return float(data["rate"]), {k: float(v) for k, v in data.items() if k.endswith("_ms")}
+    raise RuntimeError(f"C++ client {args} failed: {err.decode()[-2000:]}")
 
 
 async def bench(ns: str, broker_pid: int | None, args: argparse.Namespace) -> None:
@@ -180,32 +217,68 @@ async def bench(ns: str, broker_pid: int | None, args: argparse.Namespace) -> No
             ccpu.append(m.client_cpu)
             for k, v in more.items():
                 extra.setdefault(k, []).append(v)
-            print(f"  {name} run {r + 1}: {value:,.2f} {more} broker CPU {m.broker_cpu:.0f}% client CPU {m.client_cpu:.0f}%",
-                  flush=True)
+            print(
+                f"  {name} run {r + 1}: {value:,.2f} {more} "
+                f"broker CPU {m.broker_cpu:.0f}% client CPU {m.client_cpu:.0f}%",
+                flush=True,
+            )
         rows.append((name, label, rates, bcpu, ccpu, extra))
 
     if "W1" in only:
-        await measure("W1", "sync send 1 KiB, one at a time (msgs/s)",
-                      lambda r: w1(ns, f"BenchW1_{tag}_{r}", args.sync_messages))
+        await measure(
+            "W1", "sync send 1 KiB, one at a time (msgs/s)", lambda r: w1(ns, f"BenchW1_{tag}_{r}", args.sync_messages)
+        )
     if "W2" in only or "W3" in only:
-        await measure("W2", f"send_async auto-batched 1 KiB x {args.messages} (msgs/s)",
-                      lambda r: produce_async(ns, f"BenchW2_{tag}_{r}", args.messages, 1024, "bench_w2"))
+        await measure(
+            "W2",
+            f"send_async auto-batched 1 KiB x {args.messages} (msgs/s)",
+            lambda r: produce_async(ns, f"BenchW2_{tag}_{r}", args.messages, 1024, "bench_w2"),
+        )
     if "W3" in only:
-        await measure("W3", f"consume {args.messages} backlog + commit (msgs/s)",
-                      lambda r: w3(ns, f"BenchW2_{tag}_{r}", args.messages + 1, f"bench_w3_{tag}_{r}"))
+        await measure(
+            "W3",
+            f"consume {args.messages} backlog + commit (msgs/s)",
+            lambda r: w3(ns, f"BenchW2_{tag}_{r}", args.messages + 1, f"bench_w3_{tag}_{r}"),
+        )
     if "W4" in only:
-        await measure("W4", f"end to end at {args.w4_rate} msgs/s for {args.w4_seconds} s (p99 ms)",
-                      lambda r: w4(ns, f"BenchW4_{tag}_{r}", args.w4_rate, args.w4_seconds))
+        await measure(
+            "W4",
+            f"end to end at {args.w4_rate} msgs/s for {args.w4_seconds} s (p99 ms)",
+            lambda r: w4(ns, f"BenchW4_{tag}_{r}", args.w4_rate, args.w4_seconds),
+        )
     if "W5" in only:
-        await measure("W5", f"send_async auto-batched 100 B x {args.messages} (msgs/s)",
-                      lambda r: produce_async(ns, f"BenchW5_{tag}_{r}", args.messages, 100, "bench_w5"))
+        await measure(
+            "W5",
+            f"send_async auto-batched 100 B x {args.messages} (msgs/s)",
+            lambda r: produce_async(ns, f"BenchW5_{tag}_{r}", args.messages, 100, "bench_w5"),
+        )
+
+    if args.cpp and CPP_PYTHON.exists():
+        if "W1" in only:
+            await measure("W1cpp", "  C++ client 1.2.3: sync send 1 KiB (msgs/s)",
+                          lambda r: cpp_bench("bench-send", ns, f"CppW1_{tag}_{r}", "--count", args.cpp_sync_messages,
+                                              "--mode", "sync"))
+        if "W2" in only or "W3" in only:
+            await measure("W2cpp", "  C++ client: send_async 1 KiB (msgs/s)",
+                          lambda r: cpp_bench("bench-send", ns, f"CppW2_{tag}_{r}", "--count", args.cpp_messages,
+                                              "--mode", "async"))
+        if "W3" in only:
+            await measure("W3cpp", "  C++ client: push-consume the W2 backlog (msgs/s)",
+                          lambda r: cpp_bench("bench-consume", ns, f"BenchW2_{tag}_{r}", f"cpp_w3_{tag}_{r}",
+                                              "--expect", args.messages + 1))
+        if "W5" in only:
+            await measure("W5cpp", "  C++ client: send_async 100 B (msgs/s)",
+                          lambda r: cpp_bench("bench-send", ns, f"CppW5_{tag}_{r}", "--count", args.cpp_messages,
+                                              "--mode", "async", "--body-size", 100))
 
     print()
     print(f"{'':4}{'workload':<52}{'median':>12}{'broker CPU':>12}{'client CPU':>12}  details (medians)")
     for name, label, values, bcpu, ccpu, extra in rows:
         details = ", ".join(f"{k} {statistics.median(v):,.3f}" for k, v in extra.items())
-        print(f"{name:<4}{label:<52}{statistics.median(values):>12,.2f}{statistics.median(bcpu):>11.0f}%"
-              f"{statistics.median(ccpu):>11.0f}%  {details}")
+        print(
+            f"{name:<4}{label:<52}{statistics.median(values):>12,.2f}{statistics.median(bcpu):>11.0f}%"
+            f"{statistics.median(ccpu):>11.0f}%  {details}"
+        )
 
 
 def main() -> None:
@@ -217,6 +290,9 @@ def main() -> None:
     parser.add_argument("--w4-seconds", type=float, default=20.0)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--only", default="", help="comma-separated workloads, e.g. W1,W4")
+    parser.add_argument("--cpp", action="store_true", help="also run the C++ client (.venv-interop) where it can")
+    parser.add_argument("--cpp-sync-messages", type=int, default=5_000)
+    parser.add_argument("--cpp-messages", type=int, default=20_000)
     args = parser.parse_args()
     if args.namesrv:
         run(bench(args.namesrv, None, args))
@@ -226,8 +302,21 @@ def main() -> None:
         conf.write_text("flushDiskType=ASYNC_FLUSH\nbrokerName=bench\n")
         namesrv = start_namesrv(Path(tmp) / "ns")
         broker = ServerProcess(
-            ["broker", "-n", namesrv.addr, "-c", str(conf), "--listen", "127.0.0.1:0",
-             "--store-dir", str(Path(tmp) / "store"), "--broker-ip", "127.0.0.1", "--log-level", "WARNING"]
+            [
+                "broker",
+                "-n",
+                namesrv.addr,
+                "-c",
+                str(conf),
+                "--listen",
+                "127.0.0.1:0",
+                "--store-dir",
+                str(Path(tmp) / "store"),
+                "--broker-ip",
+                "127.0.0.1",
+                "--log-level",
+                "WARNING",
+            ]
         ).start()
         try:
             print(f"namesrv {namesrv.addr}, broker {broker.addr} (ASYNC_FLUSH), broker pid {broker.pid}", flush=True)

@@ -29,8 +29,10 @@ async def main(namesrv: str, topic: str, count: int) -> None:
         await producer.flush()  # every message has its result now
         elapsed = time.perf_counter() - start
         results = [f.result() for f in futures if not f.exception()]
-    print(f"sent {len(results)} of {count} messages in {elapsed:.2f} s ({count / elapsed:,.0f} msgs/s), "
-          f"{len(failures)} failed; last offset {results[-1].queue_offset if results else '-'}")
+    print(
+        f"sent {len(results)} of {count} messages in {elapsed:.2f} s ({count / elapsed:,.0f} msgs/s), "
+        f"{len(failures)} failed; last offset {results[-1].queue_offset if results else '-'}"
+    )
 
 
 if __name__ == "__main__":

@@ -31,8 +31,9 @@ async def main(namesrv: str, topic: str, orders: int, steps: int) -> int:
             done.set()
         return ConsumeResult.CONSUME_SUCCESS
 
-    consumer = PushConsumer("example_orderly_group", namesrv, listener=listener, orderly=True,
-                            consume_from_where="FIRST_OFFSET")
+    consumer = PushConsumer(
+        "example_orderly_group", namesrv, listener=listener, orderly=True, consume_from_where="FIRST_OFFSET"
+    )
     consumer.subscribe(topic)
     async with Producer("example_orderly_producer", namesrv) as producer, consumer:
         selector = SelectByHash()

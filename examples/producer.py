@@ -27,8 +27,10 @@ def main() -> None:
             msg.tags = "TagA"
             msg.keys = [f"order-{i}"]
             result = producer.send(msg)
-            print(f"sent {i}: {result.status.name} msg_id={result.msg_id} queue={result.message_queue.queue_id} "
-                  f"offset={result.queue_offset}")
+            print(
+                f"sent {i}: {result.status.name} msg_id={result.msg_id} queue={result.message_queue.queue_id} "
+                f"offset={result.queue_offset}"
+            )
 
 
 if __name__ == "__main__":

@@ -15,8 +15,11 @@ from tests.interop.conftest import Cluster, cpp, received, sent, unique
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow]
 
-FAST = {"poll_name_server_interval_ms": 1000, "heartbeat_broker_interval_ms": 1000,
-        "persist_consumer_offset_interval_ms": 500}
+FAST = {
+    "poll_name_server_interval_ms": 1000,
+    "heartbeat_broker_interval_ms": 1000,
+    "persist_consumer_offset_interval_ms": 500,
+}
 
 
 def apogee_message(topic: str, i: int, body_size: int = 0) -> Message:
@@ -41,8 +44,9 @@ async def test_apogee_producer_to_cpp_consumer(cluster: Cluster, mode: str) -> N
         else:
             results = await producer.send_batch(msgs)
     assert all(r.status is SendStatus.SEND_OK for r in results)
-    got = received(await asyncio.to_thread(cpp("consume", cluster.namesrv.addr, topic, unique("CppG"),
-                                                 "--expect", count).wait))
+    got = received(
+        await asyncio.to_thread(cpp("consume", cluster.namesrv.addr, topic, unique("CppG"), "--expect", count).wait)
+    )
     assert len(got) == count
     by_seq = {int(m["props"]["seq"]): m for m in got}
     assert sorted(by_seq) == list(range(count))
@@ -60,8 +64,16 @@ async def test_apogee_producer_to_cpp_consumer(cluster: Cluster, mode: str) -> N
 async def test_cpp_producer_to_apogee_consumer(cluster: Cluster, mode: str) -> None:
     topic = unique(f"X_cpp2py_{mode}")
     count = 5 if mode == "large" else 20
-    args = ["--count", count, "--mode", "batch" if mode == "batch" else ("sync" if mode == "large" else mode),
-            "--tags", "TagA,TagB", "--prop", "color=blue"]
+    args = [
+        "--count",
+        count,
+        "--mode",
+        "batch" if mode == "batch" else ("sync" if mode == "large" else mode),
+        "--tags",
+        "TagA,TagB",
+        "--prop",
+        "color=blue",
+    ]
     if mode == "large":
         args += ["--body-size", 20_000]
     results = sent(await asyncio.to_thread(cpp("produce", cluster.namesrv.addr, topic, *args).wait))

@@ -78,9 +78,7 @@ def _ext_int(ext: dict[str, str] | None, key: str, default: int = 0) -> int:
         return default
 
 
-def parse_send_response(
-    resp: RemotingCommand, mq: MessageQueue, uniq_ids: list[str]
-) -> list[SendResult]:
+def parse_send_response(resp: RemotingCommand, mq: MessageQueue, uniq_ids: list[str]) -> list[SendResult]:
     """Send results for the ``len(uniq_ids)`` messages of one send (one, or a batch).
 
     A batch response carries the offset ids comma-joined and the first message's queue
@@ -226,14 +224,20 @@ class ClientAPI:
         return _ext_int(resp.ext_fields, key, -1)
 
     async def get_max_offset(self, addr: str, topic: str, queue_id: int) -> int:
-        return await self._offset_call(addr, RequestCode.GET_MAX_OFFSET, TopicQueueRequestHeader(topic, queue_id).encode())
+        return await self._offset_call(
+            addr, RequestCode.GET_MAX_OFFSET, TopicQueueRequestHeader(topic, queue_id).encode()
+        )
 
     async def get_min_offset(self, addr: str, topic: str, queue_id: int) -> int:
-        return await self._offset_call(addr, RequestCode.GET_MIN_OFFSET, TopicQueueRequestHeader(topic, queue_id).encode())
+        return await self._offset_call(
+            addr, RequestCode.GET_MIN_OFFSET, TopicQueueRequestHeader(topic, queue_id).encode()
+        )
 
     async def search_offset(self, addr: str, topic: str, queue_id: int, timestamp_ms: int) -> int:
         return await self._offset_call(
-            addr, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, SearchOffsetRequestHeader(topic, queue_id, timestamp_ms).encode()
+            addr,
+            RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
+            SearchOffsetRequestHeader(topic, queue_id, timestamp_ms).encode(),
         )
 
     async def get_earliest_msg_store_time(self, addr: str, topic: str, queue_id: int) -> int:
@@ -242,7 +246,9 @@ class ClientAPI:
         )
 
     async def view_message(self, addr: str, commit_log_offset: int) -> MessageExt:
-        req = RemotingCommand.request(RequestCode.VIEW_MESSAGE_BY_ID, ViewMessageRequestHeader(commit_log_offset).encode())
+        req = RemotingCommand.request(
+            RequestCode.VIEW_MESSAGE_BY_ID, ViewMessageRequestHeader(commit_log_offset).encode()
+        )
         resp = check(await self._call(addr, req))
         return decode_record(resp.body_bytes())
 

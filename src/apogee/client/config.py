@@ -49,9 +49,7 @@ class ClientConfig:
     # Heartbeats go to every broker this often (and when a consumer starts).
     heartbeat_broker_interval_ms: int = field(default=30_000, metadata=rmq_key("heartbeatBrokerInterval"))
     # Consumers send their offsets to brokers (or the local file) this often.
-    persist_consumer_offset_interval_ms: int = field(
-        default=5_000, metadata=rmq_key("persistConsumerOffsetInterval")
-    )
+    persist_consumer_offset_interval_ms: int = field(default=5_000, metadata=rmq_key("persistConsumerOffsetInterval"))
     remoting: RemotingConfig = field(default_factory=RemotingConfig)
 
     def namesrv_list(self) -> list[str]:
@@ -78,8 +76,12 @@ class ClientConfig:
             host, sep, port = addr.rpartition(":")
             if not sep or not host or not port.isdigit():
                 raise ConfigError(f"NameServer address {addr!r} is not host:port")
-        for name in ("request_timeout_ms", "poll_name_server_interval_ms", "heartbeat_broker_interval_ms",
-                     "persist_consumer_offset_interval_ms"):
+        for name in (
+            "request_timeout_ms",
+            "poll_name_server_interval_ms",
+            "heartbeat_broker_interval_ms",
+            "persist_consumer_offset_interval_ms",
+        ):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive")
 

@@ -29,11 +29,11 @@ import orjson
 from apogee.client.api import ClientAPI
 from apogee.client.config import ClientConfig
 from apogee.common import constants as c
+from apogee.common.lenient_json import loads
 from apogee.common.message import MessageQueue
 from apogee.common.message_codec import decode_record
 from apogee.errors import ApogeeError, ClientStateError, ConnectionClosedError, NoRouteError, RequestTimeoutError
 from apogee.remoting.bodies.heartbeat import ConsumerData, HeartbeatData
-from apogee.common.lenient_json import loads
 from apogee.remoting.bodies.route import QueueData, TopicRouteData
 from apogee.remoting.client import RemotingClient
 from apogee.remoting.codes import RequestCode, ResponseCode
@@ -74,7 +74,12 @@ class TopicPublishInfo:
     __slots__ = ("topic", "queues", "order_topic", "route", "counter", "from_default_topic")
 
     def __init__(
-        self, topic: str, queues: list[MessageQueue], route: TopicRouteData, *, order_topic: bool = False,
+        self,
+        topic: str,
+        queues: list[MessageQueue],
+        route: TopicRouteData,
+        *,
+        order_topic: bool = False,
         from_default_topic: bool = False,
     ) -> None:
         self.topic = topic
@@ -94,15 +99,14 @@ class TopicPublishInfo:
 
 def publish_queues(topic: str, route: TopicRouteData) -> tuple[list[MessageQueue], bool]:
     """RocketMQ's topicRouteData2TopicPublishInfo: writable queues of brokers with a master."""
+    queues: list[MessageQueue] = []
     if route.order_topic_conf:
-        queues = []
         for item in route.order_topic_conf.split(";"):
             name, _, nums = item.partition(":")
             if name and nums.isdigit():
                 queues.extend(MessageQueue(topic, name, i) for i in range(int(nums)))
         return queues, True
     masters = {b.broker_name for b in route.broker_datas if b.master_addr()}
-    queues = []
     for qd in sorted(route.queue_datas, key=lambda q: q.broker_name):
         if c.is_writeable(qd.perm) and qd.broker_name in masters:
             queues.extend(MessageQueue(topic, qd.broker_name, i) for i in range(qd.write_queue_nums))
@@ -177,10 +181,16 @@ class ClientInstance:
         self.running = True
         self._heartbeat_lock = asyncio.Lock()
         self._tasks = [
-            asyncio.create_task(self._periodic(self.config.poll_name_server_interval_ms, self.update_all_routes, "route refresh")),
-            asyncio.create_task(self._periodic(self.config.heartbeat_broker_interval_ms, self.heartbeat_all, "heartbeat")),
             asyncio.create_task(
-                self._periodic(self.config.persist_consumer_offset_interval_ms, self.persist_all_offsets, "offset persist")
+                self._periodic(self.config.poll_name_server_interval_ms, self.update_all_routes, "route refresh")
+            ),
+            asyncio.create_task(
+                self._periodic(self.config.heartbeat_broker_interval_ms, self.heartbeat_all, "heartbeat")
+            ),
+            asyncio.create_task(
+                self._periodic(
+                    self.config.persist_consumer_offset_interval_ms, self.persist_all_offsets, "offset persist"
+                )
             ),
         ]
         log.info("client instance %s started (NameServers %s)", self.client_id, ";".join(self._namesrvs))
@@ -268,7 +278,9 @@ class ClientInstance:
     async def fetch_route(self, topic: str) -> TopicRouteData | None:
         return await self.invoke_namesrv(lambda addr: self.api.get_route(addr, topic))  # type: ignore[no-any-return]
 
-    async def update_topic_route(self, topic: str, *, default_topic: str | None = None, default_queue_nums: int = 4) -> bool:
+    async def update_topic_route(
+        self, topic: str, *, default_topic: str | None = None, default_queue_nums: int = 4
+    ) -> bool:
         """Refresh one topic's route; concurrent callers share one request.
 
         With ``default_topic`` (a producer's TBW102), a topic the NameServer does not know
@@ -376,7 +388,11 @@ class ClientInstance:
         """A connection dropped: if it was a broker's, refresh routes soon (it may be gone)."""
         if not self.running or addr in self._namesrvs:
             return
-        if self._refresh_soon is None or self._refresh_soon.cancelled() or self._refresh_soon.when() < asyncio.get_running_loop().time():
+        if (
+            self._refresh_soon is None
+            or self._refresh_soon.cancelled()
+            or self._refresh_soon.when() < asyncio.get_running_loop().time()
+        ):
             self._refresh_soon = asyncio.get_running_loop().call_later(0.5, self._refresh_after_loss)
 
     def _spawn(self, coro: Any) -> None:
@@ -473,7 +489,9 @@ class ClientInstance:
     def heartbeat_data(self) -> HeartbeatData:
         return HeartbeatData(
             self.client_id,
-            producer_groups=[*self.producers, c.CLIENT_INNER_PRODUCER_GROUP] if self.producers or self.consumers else [],
+            producer_groups=[*self.producers, c.CLIENT_INNER_PRODUCER_GROUP]
+            if self.producers or self.consumers
+            else [],
             consumers=[consumer.consumer_data() for consumer in self.consumers.values()],
         )
 

@@ -306,8 +306,17 @@ class Producer:
         return body, sysflag, self._properties(msg), uniq
 
     def _request(
-        self, topic: str, queue_id: int, sysflag: int, flag: int, properties: str | None, body: bytes,
-        *, batch: bool = False, reconsume_times: int | None = None, max_reconsume_times: int | None = None,
+        self,
+        topic: str,
+        queue_id: int,
+        sysflag: int,
+        flag: int,
+        properties: str | None,
+        body: bytes,
+        *,
+        batch: bool = False,
+        reconsume_times: int | None = None,
+        max_reconsume_times: int | None = None,
     ) -> RemotingCommand:
         """A SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE request.
 
@@ -380,7 +389,9 @@ class Producer:
                 log.exception("send hook %r failed", hook)
         return ctx
 
-    def _after(self, ctx: SendContext | None, result: SendResult | None, exc: BaseException | None, start: float) -> None:
+    def _after(
+        self, ctx: SendContext | None, result: SendResult | None, exc: BaseException | None, start: float
+    ) -> None:
         if ctx is None:
             return
         ctx.result, ctx.exception = result, exc
@@ -430,19 +441,29 @@ class Producer:
         ctx = self._before(msg, mode, mq, addr)
         try:
             reconsume, max_reconsume = _retry_fields(msg)
-            req = self._request(mq.topic, mq.queue_id, sysflag, msg.flag, props, body,
-                                reconsume_times=reconsume, max_reconsume_times=max_reconsume)
+            req = self._request(
+                mq.topic,
+                mq.queue_id,
+                sysflag,
+                msg.flag,
+                props,
+                body,
+                reconsume_times=reconsume,
+                max_reconsume_times=max_reconsume,
+            )
             resp = await instance.api.send(addr, req, timeout_ms)
             result = parse_send_response(resp, mq, [uniq])[0]
         except BaseException as exc:
             if self.fault.enabled:
-                self.fault.update_fault_item(mq.broker_name, int((time.perf_counter() - start) * 1000), True,
-                                             int(time.time() * 1000))
+                self.fault.update_fault_item(
+                    mq.broker_name, int((time.perf_counter() - start) * 1000), True, int(time.time() * 1000)
+                )
             self._after(ctx, None, exc, start)
             raise
         if self.fault.enabled:
-            self.fault.update_fault_item(mq.broker_name, int((time.perf_counter() - start) * 1000), False,
-                                         int(time.time() * 1000))
+            self.fault.update_fault_item(
+                mq.broker_name, int((time.perf_counter() - start) * 1000), False, int(time.time() * 1000)
+            )
         if ctx is not None:
             self._after(ctx, result, None, start)
         return result
@@ -493,13 +514,19 @@ class Producer:
         assert self._instance is not None
         try:
             await self._instance.update_topic_route(
-                topic, default_topic=self.config.create_topic_key, default_queue_nums=self.config.default_topic_queue_nums
+                topic,
+                default_topic=self.config.create_topic_key,
+                default_queue_nums=self.config.default_topic_queue_nums,
             )
         except ApogeeError as exc:
             log.debug("route refresh of %s failed: %s", topic, exc)
 
     async def send_oneway(
-        self, msg: Message, *, queue: MessageQueue | None = None, selector: MessageQueueSelector | None = None,
+        self,
+        msg: Message,
+        *,
+        queue: MessageQueue | None = None,
+        selector: MessageQueueSelector | None = None,
         arg: Any = None,
     ) -> None:
         """Send without waiting for (or getting) an answer; no retries."""
@@ -588,7 +615,9 @@ class Producer:
             except (RequestTimeoutError, ConnectionClosedError) as exc:
                 last_exc = exc
             else:
-                self.fault.update_fault_item(mq.broker_name, int((time.perf_counter() - start) * 1000), False, int(time.time() * 1000))
+                self.fault.update_fault_item(
+                    mq.broker_name, int((time.perf_counter() - start) * 1000), False, int(time.time() * 1000)
+                )
                 return results
             if mq is not None:
                 self.fault.update_fault_item(mq.broker_name, 0, True, int(time.time() * 1000))
@@ -765,7 +794,7 @@ class Producer:
             mq = self._select(info, last_broker)
         addr = instance.master_addr(mq.broker_name)
         conn = instance.remoting.connection_if_open(addr) if addr else None
-        if conn is None:
+        if conn is None or addr is None:
             self._spawn(self._send_batch_slow(batch, body, attempts_left, last_broker))
             return
         req = self._request(batch.topic, mq.queue_id, 0, 0, None, body, batch=True)

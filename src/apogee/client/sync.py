@@ -78,8 +78,9 @@ class _LoopThread:
     def run(self, coro: Coroutine[Any, Any, T], timeout_s: float | None = None) -> T:
         if threading.current_thread() is self.thread:
             coro.close()
-            raise ClientStateError("a sync client method was called on the client's own loop thread; "
-                                   "use the asyncio client there")
+            raise ClientStateError(
+                "a sync client method was called on the client's own loop thread; use the asyncio client there"
+            )
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout_s)
 
 
@@ -118,8 +119,14 @@ class _SyncBase:
 class SyncProducer(_SyncBase):
     """Blocking ``Producer``; same arguments and options."""
 
-    def __init__(self, group: str | None = None, namesrv_addr: str | None = None, *,
-                 config: ProducerConfig | None = None, **options: Any) -> None:
+    def __init__(
+        self,
+        group: str | None = None,
+        namesrv_addr: str | None = None,
+        *,
+        config: ProducerConfig | None = None,
+        **options: Any,
+    ) -> None:
         super().__init__()
         self.producer = Producer(group, namesrv_addr, config=config, **options)
 
@@ -137,13 +144,27 @@ class SyncProducer(_SyncBase):
     def __exit__(self, *exc: object) -> None:
         self.shutdown()
 
-    def send(self, msg: Message, *, queue: MessageQueue | None = None, selector: MessageQueueSelector | None = None,
-             arg: Any = None, timeout_ms: int | None = None) -> SendResult:
+    def send(
+        self,
+        msg: Message,
+        *,
+        queue: MessageQueue | None = None,
+        selector: MessageQueueSelector | None = None,
+        arg: Any = None,
+        timeout_ms: int | None = None,
+    ) -> SendResult:
         """Send and wait for the broker's answer (``Producer.send``)."""
         return self._run(self.producer.send(msg, queue=queue, selector=selector, arg=arg, timeout_ms=timeout_ms))
 
-    def send_async(self, msg: Message, callback: SendCallback | None = None, *, queue: MessageQueue | None = None,
-                   selector: MessageQueueSelector | None = None, arg: Any = None) -> concurrent.futures.Future[SendResult]:
+    def send_async(
+        self,
+        msg: Message,
+        callback: SendCallback | None = None,
+        *,
+        queue: MessageQueue | None = None,
+        selector: MessageQueueSelector | None = None,
+        arg: Any = None,
+    ) -> concurrent.futures.Future[SendResult]:
         """Hand a message over (blocking only for backpressure); a future of its result.
 
         ``callback(result, exception)`` runs on the client's loop thread.
@@ -157,7 +178,7 @@ class SyncProducer(_SyncBase):
                 if f.cancelled():
                     out.cancel()
                 elif f.exception() is not None:
-                    out.set_exception(f.exception())  # type: ignore[arg-type]
+                    out.set_exception(f.exception())
                 else:
                     out.set_result(f.result())
 
@@ -166,12 +187,19 @@ class SyncProducer(_SyncBase):
         self._run(hand_over())
         return out
 
-    def send_oneway(self, msg: Message, *, queue: MessageQueue | None = None,
-                    selector: MessageQueueSelector | None = None, arg: Any = None) -> None:
+    def send_oneway(
+        self,
+        msg: Message,
+        *,
+        queue: MessageQueue | None = None,
+        selector: MessageQueueSelector | None = None,
+        arg: Any = None,
+    ) -> None:
         self._run(self.producer.send_oneway(msg, queue=queue, selector=selector, arg=arg))
 
-    def send_batch(self, msgs: Sequence[Message], *, queue: MessageQueue | None = None,
-                   timeout_ms: int | None = None) -> list[SendResult]:
+    def send_batch(
+        self, msgs: Sequence[Message], *, queue: MessageQueue | None = None, timeout_ms: int | None = None
+    ) -> list[SendResult]:
         return self._run(self.producer.send_batch(msgs, queue=queue, timeout_ms=timeout_ms))
 
     def flush(self, timeout_ms: int | None = None) -> None:
@@ -185,8 +213,16 @@ class SyncProducer(_SyncBase):
 class SyncPushConsumer(_SyncBase):
     """Blocking ``PushConsumer``: ``start()`` returns once consumption runs in the background."""
 
-    def __init__(self, group: str | None = None, namesrv_addr: str | None = None, *, listener: Listener | None = None,
-                 orderly: bool = False, config: ConsumerConfig | None = None, **options: Any) -> None:
+    def __init__(
+        self,
+        group: str | None = None,
+        namesrv_addr: str | None = None,
+        *,
+        listener: Listener | None = None,
+        orderly: bool = False,
+        config: ConsumerConfig | None = None,
+        **options: Any,
+    ) -> None:
         super().__init__()
         self.consumer = PushConsumer(group, namesrv_addr, listener=listener, orderly=orderly, config=config, **options)
 
@@ -217,8 +253,14 @@ class SyncPushConsumer(_SyncBase):
 class SyncPullConsumer(_SyncBase):
     """Blocking ``PullConsumer``."""
 
-    def __init__(self, group: str | None = None, namesrv_addr: str | None = None, *,
-                 config: ConsumerConfig | None = None, **options: Any) -> None:
+    def __init__(
+        self,
+        group: str | None = None,
+        namesrv_addr: str | None = None,
+        *,
+        config: ConsumerConfig | None = None,
+        **options: Any,
+    ) -> None:
         super().__init__()
         self.consumer = PullConsumer(group, namesrv_addr, config=config, **options)
 
@@ -241,8 +283,9 @@ class SyncPullConsumer(_SyncBase):
     def pull(self, mq: MessageQueue, expression: str = "*", offset: int = 0, max_nums: int = 32) -> PullResult:
         return self._run(self.consumer.pull(mq, expression, offset, max_nums))
 
-    def pull_block_if_not_found(self, mq: MessageQueue, expression: str = "*", offset: int = 0, max_nums: int = 32,
-                                *, suspend_ms: int = 20_000) -> PullResult:
+    def pull_block_if_not_found(
+        self, mq: MessageQueue, expression: str = "*", offset: int = 0, max_nums: int = 32, *, suspend_ms: int = 20_000
+    ) -> PullResult:
         return self._run(self.consumer.pull_block_if_not_found(mq, expression, offset, max_nums, suspend_ms=suspend_ms))
 
     def update_consume_offset(self, mq: MessageQueue, offset: int) -> None:
@@ -267,8 +310,14 @@ class SyncPullConsumer(_SyncBase):
 class SyncLitePullConsumer(_SyncBase):
     """Blocking ``LitePullConsumer``."""
 
-    def __init__(self, group: str | None = None, namesrv_addr: str | None = None, *,
-                 config: ConsumerConfig | None = None, **options: Any) -> None:
+    def __init__(
+        self,
+        group: str | None = None,
+        namesrv_addr: str | None = None,
+        *,
+        config: ConsumerConfig | None = None,
+        **options: Any,
+    ) -> None:
         super().__init__()
         self.consumer = LitePullConsumer(group, namesrv_addr, config=config, **options)
 
@@ -319,7 +368,7 @@ class SyncLitePullConsumer(_SyncBase):
         return self._run(self.consumer.committed(mq))
 
     def position(self, mq: MessageQueue) -> int:
-        return self._run(_call(self.consumer.position, mq))
+        return int(self._run(_call(self.consumer.position, mq)))
 
     def assignment(self) -> set[MessageQueue]:
         return self._run(_call(self.consumer.assignment))

@@ -424,7 +424,10 @@ def decode_records_fast(buf: bytes, *, inflate: bool = True) -> list[MessageExt]
                 name, _, value = item.partition("\x01")
                 if name and value:
                     properties[name] = value
-        offset_id = (buf[pos + OFF_STOREHOST : pos + OFF_STOREHOST + 8] + buf[pos + OFF_PHYSICALOFFSET : pos + OFF_PHYSICALOFFSET + 8]).hex().upper()
+        offset_id = (
+            buf[pos + OFF_STOREHOST : pos + OFF_STOREHOST + 8]
+            + buf[pos + OFF_PHYSICALOFFSET : pos + OFF_PHYSICALOFFSET + 8]
+        ).hex().upper()
         append(new(
             buf[p + 1 : props_at].decode("utf-8"), body, flag, properties, queue_id, total, queue_offset, sysflag,
             born_ts, (_ip_text(born_ip), born_port), store_ts, (_ip_text(store_ip), store_port),

@@ -47,8 +47,20 @@ class Cluster:
 
 
 def start_broker(namesrv_addr: str, store_dir: Path, *extra: str, name: str | None = None) -> ServerProcess:
-    args = ["broker", "-n", namesrv_addr, "--listen", "127.0.0.1:0", "--store-dir", str(store_dir),
-            "--broker-ip", "127.0.0.1", "--log-level", "WARNING", *extra]
+    args = [
+        "broker",
+        "-n",
+        namesrv_addr,
+        "--listen",
+        "127.0.0.1:0",
+        "--store-dir",
+        str(store_dir),
+        "--broker-ip",
+        "127.0.0.1",
+        "--log-level",
+        "WARNING",
+        *extra,
+    ]
     if name is not None:
         conf = store_dir.parent / f"{name}.conf"
         conf.parent.mkdir(parents=True, exist_ok=True)

@@ -19,8 +19,15 @@ async def test_everyone_gets_everything_and_restart_resumes_locally(cluster: Clu
         async def listener(msgs: list[MessageExt], ctx: ConsumeContext) -> None:
             seen[name].extend(int(m.properties["i"]) for m in msgs)
 
-        c = PushConsumer(group, cluster.ns, listener=listener, message_model=MessageModel.BROADCASTING,
-                         instance_name=f"bcast-{name}", offset_store_dir=str(tmp_path), **FAST_CONSUMER)
+        c = PushConsumer(
+            group,
+            cluster.ns,
+            listener=listener,
+            message_model=MessageModel.BROADCASTING,
+            instance_name=f"bcast-{name}",
+            offset_store_dir=str(tmp_path),
+            **FAST_CONSUMER,
+        )
         c.subscribe(topic)
         return c
 
@@ -35,8 +42,12 @@ async def test_everyone_gets_everything_and_restart_resumes_locally(cluster: Clu
         await wait_until(lambda: ready(a) and ready(b), 20, "both consumers own every queue")
 
         async def send(start: int, n: int) -> None:
-            await asyncio.gather(*[await producer.send_async(Message(topic, b"x", properties={"i": str(i)}))
-                                   for i in range(start, start + n)])
+            await asyncio.gather(
+                *[
+                    await producer.send_async(Message(topic, b"x", properties={"i": str(i)}))
+                    for i in range(start, start + n)
+                ]
+            )
 
         await send(0, 100)
         await wait_until(lambda: all(len([i for i in v if i >= 0]) >= 100 for v in seen.values()), 20, "100 each")

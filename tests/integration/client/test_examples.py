@@ -12,8 +12,9 @@ EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 
 
 def run(script: str, *args: str, timeout: float = 90) -> str:
-    proc = subprocess.run([sys.executable, str(EXAMPLES / script), *args], capture_output=True, text=True,
-                          timeout=timeout)
+    proc = subprocess.run(
+        [sys.executable, str(EXAMPLES / script), *args], capture_output=True, text=True, timeout=timeout
+    )
     assert proc.returncode == 0, f"{script} failed ({proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}"
     return proc.stdout
 

@@ -35,8 +35,9 @@ async def test_sends_fail_over_and_consumers_resume_on_the_remaining_queues(two_
     async def listener(msgs: list[MessageExt], ctx: ConsumeContext) -> None:
         received.update(m.msg_id for m in msgs)
 
-    async with Producer(unique("P"), cluster.ns, retry_times_when_send_failed=3, send_latency_fault_enable=True,
-                        **FAST) as producer:
+    async with Producer(
+        unique("P"), cluster.ns, retry_times_when_send_failed=3, send_latency_fault_enable=True, **FAST
+    ) as producer:
         before = [await producer.send(Message(topic, b"before %d" % i)) for i in range(40)]
         assert {r.message_queue.broker_name for r in before} == {"broker-a", "broker-b"}
         consumer = PushConsumer(unique("G"), cluster.ns, listener=listener, **FAST_CONSUMER)
@@ -53,5 +54,9 @@ async def test_sends_fail_over_and_consumers_resume_on_the_remaining_queues(two_
             await wait_until(lambda: {r.msg_id for r in after} <= received, 30, "messages sent after the failure")
             assert consumer.rebalancer is not None
             await wait_until(
-                lambda: {mq.broker_name for mq in consumer.rebalancer.process_queues if mq.topic == topic} == {"broker-b"},
-                30, "the consumer to drop broker-a's queues")
+                lambda: (
+                    {mq.broker_name for mq in consumer.rebalancer.process_queues if mq.topic == topic} == {"broker-b"}
+                ),
+                30,
+                "the consumer to drop broker-a's queues",
+            )

@@ -25,8 +25,9 @@ async def test_per_key_order_survives_a_consumer_restart(cluster: Cluster) -> No
         return ConsumeResult.CONSUME_SUCCESS
 
     def make() -> PushConsumer:
-        c = PushConsumer(group, cluster.ns, listener=listener, orderly=True, consume_message_batch_max_size=8,
-                         **FAST_CONSUMER)
+        c = PushConsumer(
+            group, cluster.ns, listener=listener, orderly=True, consume_message_batch_max_size=8, **FAST_CONSUMER
+        )
         c.subscribe(topic)
         return c
 

@@ -146,10 +146,13 @@ async def test_large_bodies_are_compressed_on_the_wire(cluster: Cluster) -> None
         instance = producer._instance
         assert instance is not None
         addr = instance.master_addr(result.message_queue.broker_name)
-        header = PullMessageRequestHeader("raw_reader", topic, result.message_queue.queue_id, result.queue_offset, 1,
-                                          FLAG_SUBSCRIPTION, 0, 0, 0, "*")
+        header = PullMessageRequestHeader(
+            "raw_reader", topic, result.message_queue.queue_id, result.queue_offset, 1, FLAG_SUBSCRIPTION, 0, 0, 0, "*"
+        )
         for _ in range(100):  # the broker dispatches to the consume queue asynchronously
-            resp = await instance.remoting.invoke(addr, RemotingCommand.request(RequestCode.PULL_MESSAGE, header.encode()), 3000)
+            resp = await instance.remoting.invoke(
+                addr, RemotingCommand.request(RequestCode.PULL_MESSAGE, header.encode()), 3000
+            )
             if resp.body:
                 break
             await asyncio.sleep(0.05)
@@ -214,3 +217,34 @@ async def test_delay_messages_sent_async_travel_alone(cluster: Cluster) -> None:
             m.delay_time_level = 1
         results = await asyncio.gather(*[await producer.send_async(m) for m in msgs])
         assert all(r.status is SendStatus.SEND_OK for r in results)
+
+
+async def test_namesrv_failover_skips_a_dead_namesrv(cluster: Cluster) -> None:
+    import socket
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        dead = f"127.0.0.1:{s.getsockname()[1]}"
+    topic = unique("T_nsfail")
+    async with Producer(unique("P"), f"{dead};{cluster.ns}", **FAST) as producer:
+        producer._instance._namesrv_index = 0  # type: ignore[union-attr]  # start on the dead one
+        result = await producer.send(Message(topic, b"x"))
+        assert result.status is SendStatus.SEND_OK
+
+
+async def test_no_route_is_a_clear_error(tmp_path_factory: pytest.TempPathFactory) -> None:
+    from tests.integration.client.conftest import start_broker
+    from tests.support.processes import start_namesrv
+
+    base = tmp_path_factory.mktemp("noauto")
+    namesrv = start_namesrv(base / "ns")
+    conf = base / "noauto.conf"
+    conf.write_text("autoCreateTopicEnable=false\n")
+    broker = start_broker(namesrv.addr, base / "store", "-c", str(conf))
+    try:
+        async with Producer(unique("P"), namesrv.addr, **FAST) as producer:
+            with pytest.raises(NoRouteError, match="no route for topic"):
+                await producer.send(Message(unique("T_missing"), b"x"))
+    finally:
+        broker.close()
+        namesrv.close()

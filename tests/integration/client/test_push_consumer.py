@@ -46,7 +46,9 @@ async def test_sync_listener_on_worker_threads_receives_everything(cluster: Clus
             threads.add(threading.current_thread().name)
         return ConsumeResult.CONSUME_SUCCESS
 
-    consumer = PushConsumer(unique("G"), cluster.ns, listener=listener, consume_message_batch_max_size=4, **FAST_CONSUMER)
+    consumer = PushConsumer(
+        unique("G"), cluster.ns, listener=listener, consume_message_batch_max_size=4, **FAST_CONSUMER
+    )
     consumer.subscribe(topic)
     async with consumer:
         await wait_until(lambda: len(got) >= 200, 20, "200 messages")

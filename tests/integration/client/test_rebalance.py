@@ -17,7 +17,9 @@ TOTAL = 3000
 
 def owned(consumer: PushConsumer, topic: str) -> set[int]:
     assert consumer.rebalancer is not None
-    return {mq.queue_id for mq, pq in consumer.rebalancer.process_queues.items() if mq.topic == topic and not pq.dropped}
+    return {
+        mq.queue_id for mq, pq in consumer.rebalancer.process_queues.items() if mq.topic == topic and not pq.dropped
+    }
 
 
 async def test_queues_move_to_the_remaining_consumers_without_loss(cluster: Cluster) -> None:
@@ -34,8 +36,14 @@ async def test_queues_move_to_the_remaining_consumers_without_loss(cluster: Clus
 
             # The default 20 s rebalance interval: the hand-off below must come from the
             # broker's notification, not from a short timer.
-            c = PushConsumer(group, cluster.ns, listener=listener, poll_name_server_interval_ms=1000,
-                             heartbeat_broker_interval_ms=1000, persist_consumer_offset_interval_ms=500)
+            c = PushConsumer(
+                group,
+                cluster.ns,
+                listener=listener,
+                poll_name_server_interval_ms=1000,
+                heartbeat_broker_interval_ms=1000,
+                persist_consumer_offset_interval_ms=500,
+            )
             c.subscribe(topic)
             return c
 
@@ -59,8 +67,11 @@ async def test_queues_move_to_the_remaining_consumers_without_loss(cluster: Clus
         leaving = consumers.pop()
         stopped_at = time.monotonic()
         await leaving.shutdown()
-        await wait_until(lambda: set().union(*(owned(c, topic) for c in consumers)) == set(range(QUEUES)), 25,
-                         "the remaining consumers own every queue")
+        await wait_until(
+            lambda: set().union(*(owned(c, topic) for c in consumers)) == set(range(QUEUES)),
+            25,
+            "the remaining consumers own every queue",
+        )
         takeover_s = time.monotonic() - stopped_at
         await sender
         await wait_until(lambda: set(sent) <= set(received), 30, "every message consumed")

@@ -9,6 +9,8 @@ one JSON line on stdout; the tests parse them.
     consume  NS TOPIC GROUP --expect N [--tags EXPR] [--orderly] [--broadcast] [--fail-first]
              [--timeout S] [--instance NAME]
     pull     NS TOPIC GROUP --expect N [--timeout S]
+    bench-send     NS TOPIC --count N --mode sync|async [--body-size B]   (one summary line)
+    bench-consume  NS TOPIC GROUP --expect N                              (one summary line)
 """
 
 from __future__ import annotations
@@ -177,6 +179,74 @@ def pull(args) -> None:
     emit(event="done", count=count)
 
 
+def bench_send(args) -> None:
+    """Send --count messages as fast as the mode allows; print one summary line (benchmarks)."""
+    producer = Producer(args.group, timeout=args.send_timeout_ms)
+    producer.set_namesrv_addr(args.namesrv)
+    producer.start()
+    body = b"x" * args.body_size
+    latencies = []
+    done = threading.Semaphore(0)
+    errors = []
+    try:
+        warm = Message(args.topic)
+        warm.set_body(body)
+        producer.send_sync(warm)
+        start = time.perf_counter()
+        for _ in range(args.count):
+            msg = Message(args.topic)
+            msg.set_tags("TagA")
+            msg.set_body(body)
+            if args.mode == "sync":
+                t0 = time.perf_counter()
+                producer.send_sync(msg)
+                latencies.append(time.perf_counter() - t0)
+            else:
+                producer.send_async(msg, lambda result: done.release(), lambda exc: (errors.append(exc), done.release()))
+        if args.mode == "async":
+            for _ in range(args.count):
+                done.acquire(timeout=60)
+        elapsed = time.perf_counter() - start
+    finally:
+        producer.shutdown()
+    latencies.sort()
+    summary = {"event": "bench", "mode": args.mode, "count": args.count, "rate": args.count / elapsed,
+               "errors": len(errors)}
+    if latencies:
+        summary["p50_ms"] = latencies[len(latencies) // 2] * 1000
+        summary["p99_ms"] = latencies[int(len(latencies) * 0.99)] * 1000
+    emit(**summary)
+
+
+def bench_consume(args) -> None:
+    """Consume --expect messages with a push consumer; print one summary line (benchmarks)."""
+    consumer = PushConsumer(args.group)
+    consumer.set_namesrv_addr(args.namesrv)
+    lock = threading.Lock()
+    count = [0, 0.0]
+
+    def on_message(_consumer, handle) -> int:
+        with lock:
+            if count[0] == 0:
+                count[1] = time.perf_counter()
+            count[0] += 1
+        return CONSUME_SUCCESS
+
+    dll.Subscribe(consumer._handle, args.topic.encode(), b"*")
+    consumer._register_callback(on_message)
+    started = time.perf_counter()
+    consumer.start()
+    deadline = time.time() + args.timeout
+    while time.time() < deadline:
+        with lock:
+            if count[0] >= args.expect:
+                break
+        time.sleep(0.01)
+    elapsed = time.perf_counter() - (count[1] or started)
+    consumer.shutdown()
+    emit(event="bench", count=count[0], rate=count[0] / elapsed if elapsed > 0 else 0.0)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     sub = parser.add_subparsers(dest="command", required=True)
@@ -212,8 +282,23 @@ def main() -> None:
     q.add_argument("--expect", type=int, required=True)
     q.add_argument("--tags", default="*")
     q.add_argument("--timeout", type=float, default=30)
+    bs = sub.add_parser("bench-send")
+    bs.add_argument("namesrv")
+    bs.add_argument("topic")
+    bs.add_argument("--group", default="cpp_bench_producer")
+    bs.add_argument("--count", type=int, default=10000)
+    bs.add_argument("--mode", default="sync", choices=["sync", "async"])
+    bs.add_argument("--body-size", type=int, default=1024)
+    bs.add_argument("--send-timeout-ms", type=int, default=5000)
+    bc = sub.add_parser("bench-consume")
+    bc.add_argument("namesrv")
+    bc.add_argument("topic")
+    bc.add_argument("group")
+    bc.add_argument("--expect", type=int, required=True)
+    bc.add_argument("--timeout", type=float, default=300)
     args = parser.parse_args()
-    {"produce": produce, "consume": consume, "pull": pull}[args.command](args)
+    {"produce": produce, "consume": consume, "pull": pull, "bench-send": bench_send,
+     "bench-consume": bench_consume}[args.command](args)
 
 
 if __name__ == "__main__":

@@ -15,19 +15,26 @@ from apogee.remoting.command import RemotingCommand
 MQ = MessageQueue("T", "b", 1)
 
 
-def resp(code: int, ext: dict[str, str] | None = None, body: bytes | None = None, remark: str | None = None) -> RemotingCommand:
+def resp(
+    code: int, ext: dict[str, str] | None = None, body: bytes | None = None, remark: str | None = None
+) -> RemotingCommand:
     return RemotingCommand(code, flag=1, ext_fields=ext, body=body, remark=remark)
 
 
 def test_single_send_result() -> None:
-    (r,) = parse_send_response(resp(0, {"msgId": "AB", "queueId": "1", "queueOffset": "42", "MSG_REGION": "R",
-                                        "TRACE_ON": "true"}), MQ, ["UNIQ"])
+    (r,) = parse_send_response(
+        resp(0, {"msgId": "AB", "queueId": "1", "queueOffset": "42", "MSG_REGION": "R", "TRACE_ON": "true"}),
+        MQ,
+        ["UNIQ"],
+    )
     assert r.status is SendStatus.SEND_OK and r.msg_id == "UNIQ" and r.offset_msg_id == "AB"
     assert r.queue_offset == 42 and r.message_queue == MQ and r.region_id == "R" and r.trace_on
 
 
 def test_batch_send_results_are_consecutive() -> None:
-    results = parse_send_response(resp(10, {"msgId": "A,B,C", "queueId": "3", "queueOffset": "7"}), MQ, ["u1", "u2", "u3"])
+    results = parse_send_response(
+        resp(10, {"msgId": "A,B,C", "queueId": "3", "queueOffset": "7"}), MQ, ["u1", "u2", "u3"]
+    )
     assert [r.offset_msg_id for r in results] == ["A", "B", "C"]
     assert [r.queue_offset for r in results] == [7, 8, 9]
     assert {r.status for r in results} == {SendStatus.FLUSH_DISK_TIMEOUT}
@@ -47,8 +54,14 @@ def record(offset: int, tags: str | None) -> bytes:
     props = {c.UNIQ_KEY: f"U{offset}"}
     if tags:
         props[c.TAGS] = tags
-    return encode_record(topic="T", body=b"b%d" % offset, queue_offset=offset, physical_offset=100 * offset,
-                         store_host=("127.0.0.1", 10911), properties=properties_to_string(props))
+    return encode_record(
+        topic="T",
+        body=b"b%d" % offset,
+        queue_offset=offset,
+        physical_offset=100 * offset,
+        store_host=("127.0.0.1", 10911),
+        properties=properties_to_string(props),
+    )
 
 
 def test_pull_found_decodes_and_filters_by_tag_string() -> None:
@@ -62,8 +75,9 @@ def test_pull_found_decodes_and_filters_by_tag_string() -> None:
     assert len(every.messages) == 4
 
 
-@pytest.mark.parametrize(("code", "status"), [(19, PullStatus.NO_NEW_MSG), (20, PullStatus.NO_MATCHED_MSG),
-                                              (21, PullStatus.OFFSET_ILLEGAL)])
+@pytest.mark.parametrize(
+    ("code", "status"), [(19, PullStatus.NO_NEW_MSG), (20, PullStatus.NO_MATCHED_MSG), (21, PullStatus.OFFSET_ILLEGAL)]
+)
 def test_pull_statuses(code: int, status: PullStatus) -> None:
     result = build_pull_result(resp(code, {"nextBeginOffset": "5", "minOffset": "1", "maxOffset": "5"}), None)
     assert result.status is status and result.next_begin_offset == 5 and result.messages == []

@@ -14,13 +14,27 @@ from apogee.common import message_codec as mc
 text = st.text(st.characters(blacklist_categories=["Cs"], blacklist_characters="\x00\x01\x02"), min_size=0, max_size=12)
 records = st.builds(
     lambda topic, body, qid, flag, qoff, phys, compress, props, host, recon: mc.encode_record(
-        topic=topic, body=zlib.compress(body) if compress else body, queue_id=qid, flag=flag, queue_offset=qoff,
-        physical_offset=phys, sysflag=c.COMPRESSED_FLAG if compress else 0, store_host=host, reconsume_times=recon,
+        topic=topic,
+        body=zlib.compress(body) if compress else body,
+        queue_id=qid,
+        flag=flag,
+        queue_offset=qoff,
+        physical_offset=phys,
+        sysflag=c.COMPRESSED_FLAG if compress else 0,
+        store_host=host,
+        reconsume_times=recon,
         properties=props,
     ),
-    st.text(st.characters(whitelist_categories=["L", "N"]), min_size=1, max_size=20).filter(lambda t: len(t.encode()) <= 127),
-    st.binary(max_size=300), st.integers(0, 2**31 - 1), st.integers(-(2**31), 2**31 - 1), st.integers(0, 2**62),
-    st.integers(0, 2**62), st.booleans(), st.dictionaries(text, text, max_size=5),
+    st.text(st.characters(whitelist_categories=["L", "N"]), min_size=1, max_size=20).filter(
+        lambda t: len(t.encode()) <= 127
+    ),
+    st.binary(max_size=300),
+    st.integers(0, 2**31 - 1),
+    st.integers(-(2**31), 2**31 - 1),
+    st.integers(0, 2**62),
+    st.integers(0, 2**62),
+    st.booleans(),
+    st.dictionaries(text, text, max_size=5),
     st.tuples(st.sampled_from(["127.0.0.1", "10.1.2.3", "192.168.0.9"]), st.integers(0, 65535)),
     st.integers(0, 20),
 )

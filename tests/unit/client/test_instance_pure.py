@@ -11,10 +11,18 @@ from apogee.remoting.bodies.route import BrokerData, QueueData, TopicRouteData
 
 def route() -> TopicRouteData:
     return TopicRouteData(
-        queue_datas=[QueueData("b", 2, 2, 6), QueueData("a", 3, 1, 6), QueueData("ro", 2, 2, 4),
-                     QueueData("noaddr", 1, 1, 6)],
-        broker_datas=[BrokerData("c", "a", {0: "1.1.1.1:1"}), BrokerData("c", "b", {0: "2.2.2.2:1"}),
-                      BrokerData("c", "ro", {0: "3.3.3.3:1"}), BrokerData("c", "noaddr", {1: "4.4.4.4:1"})],
+        queue_datas=[
+            QueueData("b", 2, 2, 6),
+            QueueData("a", 3, 1, 6),
+            QueueData("ro", 2, 2, 4),
+            QueueData("noaddr", 1, 1, 6),
+        ],
+        broker_datas=[
+            BrokerData("c", "a", {0: "1.1.1.1:1"}),
+            BrokerData("c", "b", {0: "2.2.2.2:1"}),
+            BrokerData("c", "ro", {0: "3.3.3.3:1"}),
+            BrokerData("c", "noaddr", {1: "4.4.4.4:1"}),
+        ],
     )
 
 
@@ -32,9 +40,9 @@ def test_order_topic_conf_wins() -> None:
 
 
 def test_subscribe_queues_are_the_readable_ones() -> None:
-    assert subscribe_queues("T", route()) == {
-        MessageQueue("T", "a", i) for i in range(3)} | {MessageQueue("T", "b", i) for i in range(2)} | {
-        MessageQueue("T", "ro", i) for i in range(2)} | {MessageQueue("T", "noaddr", 0)}
+    assert subscribe_queues("T", route()) == {MessageQueue("T", "a", i) for i in range(3)} | {
+        MessageQueue("T", "b", i) for i in range(2)
+    } | {MessageQueue("T", "ro", i) for i in range(2)} | {MessageQueue("T", "noaddr", 0)}
 
 
 def test_reset_offset_body_in_both_shapes() -> None:

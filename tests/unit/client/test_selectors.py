@@ -12,7 +12,7 @@ MSG = Message("T", b"x")
 
 def test_java_hash_codes() -> None:
     assert java_hash_code("hello") == 99162322
-    assert java_hash_code("polygenelubricants") == -2**31  # a known Integer.MIN_VALUE string
+    assert java_hash_code("polygenelubricants") == -(2**31)  # a known Integer.MIN_VALUE string
     assert java_hash_code(42) == 42
     assert java_hash_code(True) == 1231
     assert java_hash_code(2**40 + 5) == 261  # Long.hashCode: (int)(v ^ (v >>> 32))

@@ -8,6 +8,7 @@ policies (flow control, listeners, polling) live in their own modules.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from typing import Any
@@ -204,10 +205,8 @@ class ConsumerBase:
                 raise
             except Exception:
                 log.exception("rebalance of %s failed", self.group)
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(event.wait(), self.config.rebalance_interval_ms / 1000)
-            except TimeoutError:
-                pass
             event.clear()
 
     async def do_rebalance(self) -> bool:
@@ -370,7 +369,9 @@ class ConsumerBase:
             expression_type="TAG",
         )
         if timeout_ms is None:
-            timeout_ms = (self.config.consumer_timeout_ms_when_suspend if suspend_ms > 0 else self.config.request_timeout_ms)
+            timeout_ms = (
+                self.config.consumer_timeout_ms_when_suspend if suspend_ms > 0 else self.config.request_timeout_ms
+            )
         result = await instance.api.pull(addr, header, timeout_ms, sub.tags)
         if result.suggest_which_broker_id != self._suggest.get(mq, c.MASTER_ID):
             self._suggest[mq] = result.suggest_which_broker_id

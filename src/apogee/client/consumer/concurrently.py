@@ -40,7 +40,9 @@ _Request = tuple[list[MessageExt], ProcessQueue, MessageQueue]
 
 
 def is_async_listener(listener: Any) -> bool:
-    return inspect.iscoroutinefunction(listener) or inspect.iscoroutinefunction(getattr(listener, "__call__", None))
+    if inspect.iscoroutinefunction(listener):
+        return True
+    return callable(listener) and inspect.iscoroutinefunction(type(listener).__call__)
 
 
 def to_result(value: Any) -> ConsumeResult:
@@ -185,8 +187,13 @@ class ConcurrentConsumeService:
             if pq.dropped:
                 continue
             for msg in pq.expired_messages(now, timeout):
-                log.warning("%s: message %s of %s consumed for over %d min; sending it back",
-                            self.consumer.group, msg.msg_id, mq, self.config.consume_timeout_min)
+                log.warning(
+                    "%s: message %s of %s consumed for over %d min; sending it back",
+                    self.consumer.group,
+                    msg.msg_id,
+                    mq,
+                    self.config.consume_timeout_min,
+                )
                 if await self.consumer.send_back(msg, 3, mq.broker_name):
                     offset = pq.remove([msg])
                     if offset >= 0 and not pq.released and self.consumer.offset_store is not None:

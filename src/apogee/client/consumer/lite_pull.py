@@ -215,8 +215,11 @@ class LitePullConsumer(ConsumerBase):
         batch_limit = max(1, cfg.pull_threshold_for_all // max(1, cfg.pull_batch_size))
         while not pq.dropped:
             pq.last_pull_ms = int(time.time() * 1000)
-            if state.paused or pq.msg_count > cfg.pull_threshold_for_queue or pq.msg_size > size_limit or (
-                ready.qsize() > batch_limit
+            if (
+                state.paused
+                or pq.msg_count > cfg.pull_threshold_for_queue
+                or pq.msg_size > size_limit
+                or (ready.qsize() > batch_limit)
             ):
                 await asyncio.sleep(cfg.pull_flow_control_delay_ms / 1000)
                 continue
@@ -247,7 +250,12 @@ class LitePullConsumer(ConsumerBase):
             elif result.status is PullStatus.OFFSET_ILLEGAL:
                 log.warning(
                     "%s: offset %d of %s is illegal (queue holds %d..%d); continuing from %d as the broker says",
-                    self.group, offset, mq, result.min_offset, result.max_offset, result.next_begin_offset,
+                    self.group,
+                    offset,
+                    mq,
+                    result.min_offset,
+                    result.max_offset,
+                    result.next_begin_offset,
                 )
             state.pull_offset = result.next_begin_offset
 

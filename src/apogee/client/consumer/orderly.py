@@ -211,8 +211,13 @@ class OrderlyConsumeService:
                     suspend = True
                     msg.reconsume_times += 1
                 else:
-                    log.warning("%s: message %s of %s failed %d times; moved to the DLQ",
-                                self.consumer.group, msg.msg_id, mq, msg.reconsume_times)
+                    log.warning(
+                        "%s: message %s of %s failed %d times; moved to the DLQ",
+                        self.consumer.group,
+                        msg.msg_id,
+                        mq,
+                        msg.reconsume_times,
+                    )
             else:
                 suspend = True
                 msg.reconsume_times += 1

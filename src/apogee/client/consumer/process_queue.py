@@ -187,8 +187,9 @@ class ProcessQueue:
 
     def make_messages_to_consume_again(self, msgs: Iterable[MessageExt]) -> None:
         """Orderly: put taken messages back, in front, to be consumed again in order."""
-        back = sorted((m for m in msgs if self._consuming.pop(m.queue_offset, None) is not None),
-                      key=lambda m: m.queue_offset)
+        back = sorted(
+            (m for m in msgs if self._consuming.pop(m.queue_offset, None) is not None), key=lambda m: m.queue_offset
+        )
         for msg in reversed(back):
             self._msgs[msg.queue_offset] = msg
             self._order.appendleft(msg.queue_offset)

@@ -81,7 +81,13 @@ class PullConsumer(ConsumerBase):
         return sorted(await instance.subscribe_info(topic))
 
     async def pull(
-        self, mq: MessageQueue, expression: str = "*", offset: int = 0, max_nums: int = 32, *, timeout_ms: int | None = None
+        self,
+        mq: MessageQueue,
+        expression: str = "*",
+        offset: int = 0,
+        max_nums: int = 32,
+        *,
+        timeout_ms: int | None = None,
     ) -> PullResult:
         """Pull up to ``max_nums`` messages of ``mq`` from ``offset``; answers at once."""
         return await self.pull_kernel(mq, self._sub(mq.topic, expression), offset, max_nums, timeout_ms=timeout_ms)
@@ -91,8 +97,12 @@ class PullConsumer(ConsumerBase):
     ) -> PullResult:
         """Like ``pull``, but the broker holds the request up to ``suspend_ms`` until a message arrives."""
         return await self.pull_kernel(
-            mq, self._sub(mq.topic, expression), offset, max_nums,
-            suspend_ms=suspend_ms, timeout_ms=suspend_ms + self.config.request_timeout_ms,
+            mq,
+            self._sub(mq.topic, expression),
+            offset,
+            max_nums,
+            suspend_ms=suspend_ms,
+            timeout_ms=suspend_ms + self.config.request_timeout_ms,
         )
 
     def update_consume_offset(self, mq: MessageQueue, offset: int) -> None:

@@ -106,8 +106,13 @@ class PushConsumer(ConsumerBase):
         await self._start_base()
         self.service.start()
         self._start_rebalance()
-        log.info("push consumer %s started as %s (%s, %s)", self.group, self.client_id,
-                 self.config.message_model.value, "orderly" if self.orderly else "concurrently")
+        log.info(
+            "push consumer %s started as %s (%s, %s)",
+            self.group,
+            self.client_id,
+            self.config.message_model.value,
+            "orderly" if self.orderly else "concurrently",
+        )
         return self
 
     async def shutdown(self) -> None:
@@ -230,9 +235,10 @@ class PushConsumer(ConsumerBase):
                 continue
             now = int(time.time() * 1000)
             for mq in mqs:
-                pq = self.rebalancer.process_queues.get(mq)
-                if pq is None:
+                held = self.rebalancer.process_queues.get(mq)
+                if held is None:
                     continue
+                pq = held
                 if mq in locked:
                     was_locked = pq.locked
                     pq.locked = True
@@ -275,13 +281,21 @@ class PushConsumer(ConsumerBase):
         flow_logged = 0
         while not pq.dropped:
             pq.last_pull_ms = int(time.time() * 1000)
-            if pq.msg_count > threshold_count or pq.msg_size > threshold_size or (
-                not self.orderly and pq.max_span() > cfg.consume_concurrently_max_span
+            if (
+                pq.msg_count > threshold_count
+                or pq.msg_size > threshold_size
+                or (not self.orderly and pq.max_span() > cfg.consume_concurrently_max_span)
             ):
                 flow_logged += 1
                 if flow_logged % 1000 == 1:
-                    log.info("%s: flow control on %s (%d msgs, %d MiB cached, span %d)", self.group, mq,
-                             pq.msg_count, pq.msg_size // MIB, pq.max_span())
+                    log.info(
+                        "%s: flow control on %s (%d msgs, %d MiB cached, span %d)",
+                        self.group,
+                        mq,
+                        pq.msg_count,
+                        pq.msg_size // MIB,
+                        pq.max_span(),
+                    )
                 await asyncio.sleep(cfg.pull_flow_control_delay_ms / 1000)
                 continue
             if self.orderly and clustering and not pq.locked:
@@ -294,23 +308,35 @@ class PushConsumer(ConsumerBase):
             commit = store.memory_offset(mq) if clustering else -1
             try:
                 result = await self.pull_kernel(
-                    mq, sub, next_offset, cfg.pull_batch_size,
-                    suspend_ms=cfg.broker_suspend_max_time_ms, commit_offset=commit,
+                    mq,
+                    sub,
+                    next_offset,
+                    cfg.pull_batch_size,
+                    suspend_ms=cfg.broker_suspend_max_time_ms,
+                    commit_offset=commit,
                 )
             except asyncio.CancelledError:
                 raise
             except ApogeeError as exc:
                 if pq.dropped:
                     return
-                log.warning("pull of %s from %d failed: %s; retrying in %d ms", mq, next_offset, exc, cfg.pull_retry_delay_ms)
+                log.warning(
+                    "pull of %s from %d failed: %s; retrying in %d ms", mq, next_offset, exc, cfg.pull_retry_delay_ms
+                )
                 await asyncio.sleep(cfg.pull_retry_delay_ms / 1000)
                 continue
             if pq.dropped:
                 return
             status = result.status
             if log.isEnabledFor(logging.DEBUG):
-                log.debug("pull %s from %d: %s next %d (%d msgs)", mq, next_offset, status.name,
-                          result.next_begin_offset, len(result.messages))
+                log.debug(
+                    "pull %s from %d: %s next %d (%d msgs)",
+                    mq,
+                    next_offset,
+                    status.name,
+                    result.next_begin_offset,
+                    len(result.messages),
+                )
             if status is PullStatus.FOUND:
                 next_offset = result.next_begin_offset
                 msgs = result.messages
@@ -329,7 +355,12 @@ class PushConsumer(ConsumerBase):
             else:  # OFFSET_ILLEGAL: follow the broker, loudly
                 log.warning(
                     "%s: offset %d of %s is illegal (queue holds %d..%d); continuing from %d as the broker says",
-                    self.group, next_offset, mq, result.min_offset, result.max_offset, result.next_begin_offset,
+                    self.group,
+                    next_offset,
+                    mq,
+                    result.min_offset,
+                    result.max_offset,
+                    result.next_begin_offset,
                 )
                 next_offset = result.next_begin_offset
                 store.update_offset(mq, next_offset, False)

@@ -151,7 +151,9 @@ class Rebalancer:
                 continue
             offset = await self.host.compute_pull_from_where(mq)
             if offset < 0:
-                log.warning("%s: the start offset of %s is unknown now; retrying at the next rebalance", self.host.group, mq)
+                log.warning(
+                    "%s: the start offset of %s is unknown now; retrying at the next rebalance", self.host.group, mq
+                )
                 continue
             pq = ProcessQueue(now)
             if self.orderly and self.model is MessageModel.CLUSTERING:
