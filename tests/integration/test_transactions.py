@@ -1,0 +1,149 @@
+"""Transactional messages end to end: Apogee's TransactionProducer against real processes."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from apogee.client.transaction_producer import LocalTransactionState, TransactionProducer
+from apogee.common.message import Message
+from apogee.common.message_codec import decode_records
+from apogee.remoting.client import RemotingClient
+from tests.integration.test_broker import start_broker
+from tests.support.processes import ServerProcess, start_namesrv
+from tests.support.wire import pull_request, send_request
+
+CONF = "transactionCheckInterval=300\ntransactionTimeOut=1000\nmappedFileSizeCommitLog=67108864\n"
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[tuple[ServerProcess, ServerProcess]]:
+    namesrv = start_namesrv(tmp_path / "ns")
+    broker = start_broker(namesrv.addr, tmp_path / "store", CONF)
+    yield namesrv, broker
+    broker.close()
+    namesrv.close()
+
+
+async def visible(broker: ServerProcess, topic: str, queues: int = 4) -> list[bytes]:
+    client = RemotingClient()
+    try:
+        bodies = []
+        for q in range(queues):
+            resp = await client.invoke(broker.addr, pull_request(topic, q, 0, suspend_ms=30), 5000)
+            if resp.code == 0:
+                bodies += [m.body for m in decode_records(resp.body_bytes())]
+        return sorted(bodies)
+    finally:
+        await client.close()
+
+
+class Listener:
+    def __init__(self, decision: object, check: object = LocalTransactionState.COMMIT_MESSAGE) -> None:
+        self.decision = decision
+        self.check = check
+        self.executed: list[tuple[bytes, object]] = []
+        self.checked: list[str] = []
+
+    def execute_local_transaction(self, msg: Message, arg: object) -> object:
+        self.executed.append((msg.body, arg))
+        return self.decision
+
+    async def check_local_transaction(self, msg) -> object:
+        self.checked.append(msg.msg_id)
+        return self.check
+
+
+async def make_topic(broker: ServerProcess, topic: str) -> None:
+    client = RemotingClient()
+    try:
+        await client.invoke(broker.addr, send_request(topic, b"seed"), 5000)
+    finally:
+        await client.close()
+
+
+async def test_commit_is_visible_once_and_rollback_never(cluster) -> None:
+    namesrv, broker = cluster
+    await make_topic(broker, "TxOrders")
+    committing = Listener(LocalTransactionState.COMMIT_MESSAGE)
+    async with TransactionProducer("TxGroup", namesrv.addr, listener=committing) as producer:
+        result = await producer.send_message_in_transaction(Message("TxOrders", b"paid"), arg=42)
+        assert result.local_state is LocalTransactionState.COMMIT_MESSAGE
+        assert committing.executed == [(b"paid", 42)]
+        producer.listener = Listener(LocalTransactionState.ROLLBACK_MESSAGE)
+        await producer.send_message_in_transaction(Message("TxOrders", b"cancelled"))
+    await asyncio.sleep(0.5)
+    assert await visible(broker, "TxOrders") == [b"paid", b"seed"]
+    await asyncio.sleep(2.0)  # check passes find both decided: nothing more appears
+    assert await visible(broker, "TxOrders") == [b"paid", b"seed"]
+
+
+async def test_unknown_then_commit_on_check(cluster) -> None:
+    namesrv, broker = cluster
+    await make_topic(broker, "TxLater")
+    listener = Listener(LocalTransactionState.UNKNOW, check=LocalTransactionState.COMMIT_MESSAGE)
+    async with TransactionProducer("TxGroup", namesrv.addr, listener=listener, heartbeat_broker_interval_ms=500) as producer:
+        sent = time.monotonic()
+        await producer.send_message_in_transaction(Message("TxLater", b"decided-by-check"))
+        assert await visible(broker, "TxLater") == [b"seed"]
+        for _ in range(50):
+            if b"decided-by-check" in await visible(broker, "TxLater"):
+                break
+            await asyncio.sleep(0.1)
+        elapsed = time.monotonic() - sent
+        assert await visible(broker, "TxLater") == [b"decided-by-check", b"seed"]
+        assert 0.9 <= elapsed < 5, elapsed  # after the 1 s timeout, within a few check intervals
+        assert len(listener.checked) == 1
+
+
+async def test_listener_exception_leaves_it_to_the_check(cluster) -> None:
+    namesrv, broker = cluster
+    await make_topic(broker, "TxBoom")
+
+    class Boom(Listener):
+        def execute_local_transaction(self, msg, arg):
+            raise RuntimeError("database down")
+
+    listener = Boom(None, check=LocalTransactionState.ROLLBACK_MESSAGE)
+    async with TransactionProducer("TxGroup", namesrv.addr, listener=listener, heartbeat_broker_interval_ms=500) as producer:
+        result = await producer.send_message_in_transaction(Message("TxBoom", b"x"))
+        assert result.local_state is LocalTransactionState.UNKNOW
+        for _ in range(50):
+            if listener.checked:
+                break
+            await asyncio.sleep(0.1)
+        assert listener.checked
+    assert await visible(broker, "TxBoom") == [b"seed"]
+
+
+async def test_a_new_producer_answers_for_a_killed_one(cluster) -> None:
+    namesrv, broker = cluster
+    await make_topic(broker, "TxOrphan")
+    proc = subprocess.Popen(
+        [sys.executable, str(Path(__file__).parent / "tx_producer_proc.py"), namesrv.addr, "TxOrphan"],
+        stdout=subprocess.PIPE,
+    )
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == b"half-sent"
+        proc.kill()
+        proc.wait()
+        listener = Listener(LocalTransactionState.COMMIT_MESSAGE)
+        async with TransactionProducer("TxGroup", namesrv.addr, listener=listener, heartbeat_broker_interval_ms=300):
+            for _ in range(80):
+                if b"orphan" in await visible(broker, "TxOrphan"):
+                    break
+                await asyncio.sleep(0.1)
+        assert await visible(broker, "TxOrphan") == [b"orphan", b"seed"]
+        assert len(listener.checked) == 1
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        if proc.stdout is not None:
+            proc.stdout.close()
