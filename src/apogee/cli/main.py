@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from apogee import __version__
+from apogee.cli.admin import admin_group
 from apogee.cli.broker import broker_command, dev_command
 from apogee.cli.demo import demo_command
 from apogee.cli.namesrv import namesrv_command
@@ -20,6 +21,7 @@ cli.add_command(namesrv_command)
 cli.add_command(broker_command)
 cli.add_command(dev_command)
 cli.add_command(demo_command)
+cli.add_command(admin_group)
 
 
 def main() -> None:

@@ -225,7 +225,9 @@ class StoreReader:
         result = QueryResult()
         if self.index is None:
             return result
-        offsets, last_ts, last_phy = self.index.query(topic, key, max_num, begin_ms, end_ms)
+        # The index keeps store times to the second (RocketMQ's timeDiff): ask it with a
+        # window one second wider, then keep only records whose exact store time is inside.
+        offsets, last_ts, last_phy = self.index.query(topic, key, max_num * 2, begin_ms - 1000, end_ms + 1000)
         result.index_last_update_timestamp = last_ts
         result.index_last_update_phyoffset = last_phy
         seen: set[int] = set()
@@ -236,7 +238,7 @@ class StoreReader:
             view = self.commitlog.get_record(phys)
             if view is None:
                 continue
-            if self._record_has_key(view, phys, topic, key):
+            if self._record_has_key(view, phys, topic, key, begin_ms, end_ms) and len(result.buffers) < max_num:
                 result.buffers.append(view)
                 result.phys_offsets.append(phys)
             else:
@@ -244,11 +246,11 @@ class StoreReader:
         return result
 
     @staticmethod
-    def _record_has_key(view: memoryview, phys: int, topic: str, key: str) -> bool:
+    def _record_has_key(view: memoryview, phys: int, topic: str, key: str, begin_ms: int, end_ms: int) -> bool:
         if message_codec.check_record(view, 0, len(view), phys, check_crc=False) <= 0:
             return False
         fields = message_codec.read_dispatch_fields(view, 0)
-        if fields.topic != topic:
+        if fields.topic != topic or not begin_ms <= fields.store_timestamp <= end_ms:
             return False
         props = fields.properties
         if message_codec.get_property(props, c.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) == key:

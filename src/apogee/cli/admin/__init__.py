@@ -1,0 +1,5 @@
+"""``apogee admin``: mqadmin's commands, grouped by noun, over ``apogee.admin``."""
+
+from apogee.cli.admin.commands import admin_group
+
+__all__ = ["admin_group"]
