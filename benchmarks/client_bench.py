@@ -42,6 +42,7 @@ from apogee.client import (  # noqa: E402
     Message,
     MessageExt,
     Producer,
+    PullConsumer,
     PushConsumer,
 )
 from apogee.client.consumer.offset_store import ReadOffsetType  # noqa: E402
@@ -111,6 +112,20 @@ async def produce_async(ns: str, topic: str, n: int, size: int, group: str) -> f
         await p.flush()
         assert last is not None and last.done() and last.exception() is None
         return n / (time.perf_counter() - start)
+
+
+async def wait_dispatched(ns: str, topic: str, n: int) -> None:
+    """A backlog is only a backlog once the broker has indexed it (dispatch is asynchronous)."""
+    async with PullConsumer("bench_probe", ns) as probe:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            total = 0
+            for mq in await probe.fetch_message_queues(topic):
+                total += await probe.max_offset(mq)
+            if total >= n:
+                return
+            await asyncio.sleep(0.2)
+    raise RuntimeError(f"the broker did not dispatch {n} messages of {topic}")
 
 
 async def w3(ns: str, topic: str, n: int, group: str) -> float:
@@ -235,6 +250,8 @@ async def bench(ns: str, broker_pid: int | None, args: argparse.Namespace) -> No
             lambda r: produce_async(ns, f"BenchW2_{tag}_{r}", args.messages, 1024, "bench_w2"),
         )
     if "W3" in only:
+        for r in range(args.runs):  # the backlog must be fully dispatched before W3 is timed
+            await wait_dispatched(ns, f"BenchW2_{tag}_{r}", args.messages + 1)
         await measure(
             "W3",
             f"consume {args.messages} backlog + commit (msgs/s)",

@@ -329,7 +329,7 @@ class SyncLitePullConsumer(_SyncBase):
 
     def assign(self, queues: Iterable[MessageQueue], expression: str = "*") -> None:
         if self._runner is None:
-            asyncio.run(self.consumer.assign(list(queues), expression))  # not running: no I/O happens
+            self.consumer.set_assignment(list(queues), expression)
         else:
             self._run(self.consumer.assign(list(queues), expression))
 

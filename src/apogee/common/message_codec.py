@@ -380,60 +380,65 @@ def decode_records_fast(buf: bytes, *, inflate: bool = True) -> list[MessageExt]
     """``decode_records`` for a PULL body in ``bytes``: the same messages, about 3x faster.
 
     (Added for the client's consume path.)  IPv4 records are read with one ``RECORD_FIXED``
-    unpack and built positionally; anything else (IPv6 hosts, a malformed record) goes
-    through ``decode_record``, so results and errors are exactly those of ``decode_records``.
+    unpack and built positionally, reusing the host tuples and the topic of the previous
+    record when they repeat (they do within one pull); anything else (IPv6 hosts, a malformed
+    record) goes through ``decode_record``, so results and errors are those of ``decode_records``.
     """
     out: list[MessageExt] = []
     append = out.append
     unpack_fixed = RECORD_FIXED.unpack_from
+    size_magic = _SIZE_MAGIC.unpack_from
     new = MessageExt
     uniq_key = c.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
+    last_born = last_store = last_topic = b""
+    born: tuple[str, int] = ("", -1)
+    store: tuple[str, int] = ("", -1)
+    store_prefix = topic = ""
     pos, end = 0, len(buf)
     while pos + 8 <= end:
-        total, magic = _SIZE_MAGIC.unpack_from(buf, pos)
+        total, magic = size_magic(buf, pos)
         if magic == BLANK_MAGIC_CODE or total <= 0:
             break
-        if pos + total > end or total < OFF_BODY:
+        nxt = pos + total
+        if nxt > end or total < OFF_BODY:
             append(decode_record(buf, pos, inflate=inflate))
-            pos += total
+            pos = nxt
             continue
         (_, _, crc, queue_id, flag, queue_offset, phys, sysflag, born_ts, born_ip, born_port,
          store_ts, store_ip, store_port, reconsume, prepared, body_len) = unpack_fixed(buf, pos)
         p = pos + OFF_BODY + body_len
-        if magic != MESSAGE_MAGIC_CODE or sysflag & 0x30 or body_len < 0 or p + 3 > end:
+        if magic != MESSAGE_MAGIC_CODE or sysflag & 0x30 or body_len < 0 or p + 3 > end or buf[p] > 127:
             append(decode_record(buf, pos, inflate=inflate))
-            pos += total
+            pos = nxt
             continue
-        topic_len = buf[p]
-        props_at = p + 1 + topic_len
-        if topic_len > 127 or props_at + 2 > end:
+        props_at = p + 1 + buf[p]
+        if props_at + 2 > end or props_at + 2 + ((buf[props_at] << 8) | buf[props_at + 1]) != nxt:
             append(decode_record(buf, pos, inflate=inflate))
-            pos += total
-            continue
-        props_len = (buf[props_at] << 8) | buf[props_at + 1]
-        if props_len > 0x7FFF or props_at + 2 + props_len - pos != total:
-            append(decode_record(buf, pos, inflate=inflate))
-            pos += total
+            pos = nxt
             continue
         body = buf[pos + OFF_BODY : p]
         if inflate and sysflag & c.COMPRESSED_FLAG:
             body = inflate_body(body, sysflag)
         properties: dict[str, str] = {}
-        if props_len:
-            for item in buf[props_at + 2 : props_at + 2 + props_len].decode("utf-8", "replace").split("\x02"):
+        if nxt > props_at + 2:
+            for item in buf[props_at + 2 : nxt].decode("utf-8", "replace").split("\x02"):
                 name, _, value = item.partition("\x01")
                 if name and value:
                     properties[name] = value
-        offset_id = (
-            buf[pos + OFF_STOREHOST : pos + OFF_STOREHOST + 8]
-            + buf[pos + OFF_PHYSICALOFFSET : pos + OFF_PHYSICALOFFSET + 8]
-        ).hex().upper()
+        if born_ip != last_born or born[1] != born_port:
+            last_born, born = born_ip, (_ip_text(born_ip), born_port)
+        if store_ip != last_store or store[1] != store_port:
+            last_store, store = store_ip, (_ip_text(store_ip), store_port)
+            store_prefix = buf[pos + OFF_STOREHOST : pos + OFF_STOREHOST + 8].hex().upper()
+        offset_id = store_prefix + buf[pos + OFF_PHYSICALOFFSET : pos + OFF_PHYSICALOFFSET + 8].hex().upper()
+        topic_raw = buf[p + 1 : props_at]
+        if topic_raw != last_topic:
+            last_topic, topic = topic_raw, topic_raw.decode("utf-8")
         append(new(
-            buf[p + 1 : props_at].decode("utf-8"), body, flag, properties, queue_id, total, queue_offset, sysflag,
-            born_ts, (_ip_text(born_ip), born_port), store_ts, (_ip_text(store_ip), store_port),
+            topic, body, flag, properties, queue_id, total, queue_offset, sysflag, born_ts, born, store_ts, store,
             properties.get(uniq_key) or offset_id, offset_id, phys, crc, reconsume, prepared,
         ))
-        pos += total
+        pos = nxt
     return out
 
 

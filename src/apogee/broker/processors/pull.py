@@ -85,9 +85,12 @@ class PullProcessor:
         else:
             timeout_ms = self.b.config.short_polling_time_ms
         timeout_ms = max(0, min(timeout_ms, 60_000))
-        await self.b.long_polling.wait(
-            h.topic, h.queue_id, h.queue_offset, timeout_ms / 1000, message_filter.is_matched_by_consume_queue
-        )
+        # This task starts a loop turn after the empty read: a message dispatched in between
+        # notified nobody, so look again before waiting (no await until the waiter is registered).
+        if self.b.store.get_max_offset_in_queue(h.topic, h.queue_id) <= h.queue_offset:
+            await self.b.long_polling.wait(
+                h.topic, h.queue_id, h.queue_offset, timeout_ms / 1000, message_filter.is_matched_by_consume_queue
+            )
         result = await self.b.store.get_message_async(
             h.consumer_group, h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, message_filter=message_filter
         )

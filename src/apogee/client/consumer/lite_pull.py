@@ -93,6 +93,12 @@ class LitePullConsumer(ConsumerBase):
 
     async def assign(self, queues: Iterable[MessageQueue], expression: str = "*") -> None:
         """Consume exactly ``queues`` (no rebalance); may be called again to change them."""
+        self.set_assignment(queues, expression)
+        if self._running:
+            await self._apply_assignment()
+
+    def set_assignment(self, queues: Iterable[MessageQueue], expression: str = "*") -> None:
+        """Record the queues to consume; applied by ``start()`` (``assign`` applies it at once)."""
         if self._mode == "subscribe":
             raise ClientStateError("this consumer uses subscribe(); subscribe() and assign() do not mix")
         self._mode = "assign"
@@ -101,8 +107,6 @@ class LitePullConsumer(ConsumerBase):
             if mq.topic not in self._assigned_subs or self._assigned_subs[mq.topic].expression != expression:
                 self._assigned_subs[mq.topic] = build_subscription(mq.topic, expression, int(time.time() * 1000))
         self._assigned = wanted
-        if self._running:
-            await self._apply_assignment()
 
     async def _apply_assignment(self) -> None:
         for mq in [q for q in self._states if q not in self._assigned]:

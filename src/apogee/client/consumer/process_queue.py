@@ -43,7 +43,6 @@ class ProcessQueue:
         "consuming",
         "running_batches",
         "try_unlock_times",
-        "msg_acc_cnt",
     )
 
     def __init__(self, now_ms: int = 0) -> None:
@@ -62,7 +61,6 @@ class ProcessQueue:
         self.consuming = False
         self.running_batches = 0  # listener calls in progress (drain on hand-off)
         self.try_unlock_times = 0
-        self.msg_acc_cnt = 0  # messages the broker still holds behind the last pull
 
     # --- pull side ----------------------------------------------------------------------------
 
@@ -87,11 +85,6 @@ class ProcessQueue:
         if table and not self.consuming:
             dispatch = True
             self.consuming = True
-        if msgs:
-            last = msgs[-1]
-            max_offset = last.properties.get(c.PROPERTY_MAX_OFFSET)
-            if max_offset is not None and max_offset.isdigit():
-                self.msg_acc_cnt = max(0, int(max_offset) - last.queue_offset)
         return dispatch
 
     def max_span(self) -> int:
