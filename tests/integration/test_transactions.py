@@ -147,3 +147,25 @@ async def test_a_new_producer_answers_for_a_killed_one(cluster) -> None:
             proc.kill()
         if proc.stdout is not None:
             proc.stdout.close()
+
+
+def test_sync_facade_commits(cluster) -> None:
+    from apogee.client.sync import SyncTransactionProducer
+
+    namesrv, broker = cluster
+    asyncio.run(make_topic(broker, "TxSync"))
+    calls = []
+
+    class Blocking:
+        def execute_local_transaction(self, msg, arg):
+            calls.append(arg)  # a plain function: runs on a worker thread
+            return True
+
+        def check_local_transaction(self, msg):
+            return True
+
+    with SyncTransactionProducer("TxSyncGroup", namesrv.addr, listener=Blocking()) as producer:
+        result = producer.send_message_in_transaction(Message("TxSync", b"sync-commit"), arg="a")
+    assert result.local_state is LocalTransactionState.COMMIT_MESSAGE and calls == ["a"]
+    time.sleep(0.3)
+    assert asyncio.run(visible(broker, "TxSync")) == [b"seed", b"sync-commit"]

@@ -17,6 +17,12 @@ from apogee.client.consumer.pull import PullConsumer
 from apogee.client.consumer.push import PushConsumer
 from apogee.client.producer import Producer, SendContext, SendHook
 from apogee.client.selectors import MessageQueueSelector, SelectByHash, SelectRandom, SelectRoundRobin
+from apogee.client.transaction_producer import (
+    LocalTransactionState,
+    TransactionListener,
+    TransactionProducer,
+    TransactionSendResult,
+)
 from apogee.client.types import (
     ConsumeContext,
     ConsumeFromWhere,
@@ -41,6 +47,7 @@ __all__ = [
     "ConsumeResult",
     "ConsumerConfig",
     "LitePullConsumer",
+    "LocalTransactionState",
     "Message",
     "MessageExt",
     "MessageModel",
@@ -59,4 +66,7 @@ __all__ = [
     "SendHook",
     "SendResult",
     "SendStatus",
+    "TransactionListener",
+    "TransactionProducer",
+    "TransactionSendResult",
 ]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import threading
 from collections.abc import Coroutine, Iterable, Sequence
 from typing import Any, TypeVar
@@ -24,6 +25,7 @@ from apogee.client.consumer.pull import PullConsumer
 from apogee.client.consumer.push import PushConsumer
 from apogee.client.producer import Producer, SendCallback, SendHook
 from apogee.client.selectors import MessageQueueSelector
+from apogee.client.transaction_producer import TransactionListener, TransactionProducer, TransactionSendResult
 from apogee.client.types import PullResult, SendResult
 from apogee.common.message import Message, MessageExt, MessageQueue
 from apogee.errors import ClientStateError
@@ -31,7 +33,7 @@ from apogee.remoting.loop import loop_factory
 
 T = TypeVar("T")
 
-__all__ = ["SyncLitePullConsumer", "SyncProducer", "SyncPullConsumer", "SyncPushConsumer"]
+__all__ = ["SyncLitePullConsumer", "SyncProducer", "SyncPullConsumer", "SyncPushConsumer", "SyncTransactionProducer"]
 
 
 class _LoopThread:
@@ -210,6 +212,26 @@ class SyncProducer(_SyncBase):
         self.producer.add_send_hook(hook)
 
 
+class SyncTransactionProducer(SyncProducer):
+    """Blocking ``TransactionProducer``: listeners may be plain functions (they run on a
+    worker thread) or coroutine functions."""
+
+    def __init__(
+        self,
+        group: str | None = None,
+        namesrv_addr: str | None = None,
+        *,
+        listener: TransactionListener,
+        **options: Any,
+    ) -> None:
+        _SyncBase.__init__(self)
+        self.producer = TransactionProducer(group, namesrv_addr, listener=listener, **options)
+
+    def send_message_in_transaction(self, msg: Message, arg: Any = None) -> TransactionSendResult:
+        assert isinstance(self.producer, TransactionProducer)
+        return self._run(self.producer.send_message_in_transaction(msg, arg))
+
+
 class SyncPushConsumer(_SyncBase):
     """Blocking ``PushConsumer``: ``start()`` returns once consumption runs in the background."""
 
@@ -226,11 +248,11 @@ class SyncPushConsumer(_SyncBase):
         super().__init__()
         self.consumer = PushConsumer(group, namesrv_addr, listener=listener, orderly=orderly, config=config, **options)
 
-    def subscribe(self, topic: str, expression: str = "*") -> None:
+    def subscribe(self, topic: str, expression: str = "*", *, expression_type: str = "TAG") -> None:
         if self._runner is None:
-            self.consumer.subscribe(topic, expression)
+            self.consumer.subscribe(topic, expression, expression_type=expression_type)
         else:
-            self._run(_call(self.consumer.subscribe, topic, expression))
+            self._run(_call(functools.partial(self.consumer.subscribe, expression_type=expression_type), topic, expression))
 
     def register_listener(self, listener: Listener, *, orderly: bool = False) -> None:
         self.consumer.register_listener(listener, orderly=orderly)
@@ -321,11 +343,11 @@ class SyncLitePullConsumer(_SyncBase):
         super().__init__()
         self.consumer = LitePullConsumer(group, namesrv_addr, config=config, **options)
 
-    def subscribe(self, topic: str, expression: str = "*") -> None:
+    def subscribe(self, topic: str, expression: str = "*", *, expression_type: str = "TAG") -> None:
         if self._runner is None:
-            self.consumer.subscribe(topic, expression)
+            self.consumer.subscribe(topic, expression, expression_type=expression_type)
         else:
-            self._run(_call(self.consumer.subscribe, topic, expression))
+            self._run(_call(functools.partial(self.consumer.subscribe, expression_type=expression_type), topic, expression))
 
     def assign(self, queues: Iterable[MessageQueue], expression: str = "*") -> None:
         if self._runner is None:

@@ -81,9 +81,11 @@ class ConsumerBase:
 
     # --- subscriptions ------------------------------------------------------------------------
 
-    def subscribe(self, topic: str, expression: str = "*") -> None:
-        """Subscribe to ``topic`` with a tag expression (``*``, ``TagA``, ``TagA || TagB``)."""
-        self.subscriptions[topic] = build_subscription(topic, expression, int(time.time() * 1000))
+    def subscribe(self, topic: str, expression: str = "*", *, expression_type: str = "TAG") -> None:
+        """Subscribe to ``topic`` with a tag expression (``*``, ``TagA``, ``TagA || TagB``), or
+        with ``expression_type="SQL92"`` a property selector evaluated on the broker
+        (``"a > 5 AND TAGS IN ('A', 'B')"``; the broker needs ``enablePropertyFilter=true``)."""
+        self.subscriptions[topic] = build_subscription(topic, expression, int(time.time() * 1000), expression_type)
         if self._running:
             self._subscriptions_changed()
 
@@ -366,7 +368,7 @@ class ConsumerBase:
             suspend_timeout_millis=suspend_ms,
             sub_version=sub.version,
             subscription=sub.expression if sysflag & FLAG_SUBSCRIPTION else None,
-            expression_type="TAG",
+            expression_type=sub.expression_type,
         )
         if timeout_ms is None:
             timeout_ms = (

@@ -84,12 +84,12 @@ class LitePullConsumer(ConsumerBase):
 
     # --- modes --------------------------------------------------------------------------------
 
-    def subscribe(self, topic: str, expression: str = "*") -> None:
+    def subscribe(self, topic: str, expression: str = "*", *, expression_type: str = "TAG") -> None:
         """Consume ``topic`` with queues assigned by rebalance."""
         if self._mode == "assign":
             raise ClientStateError("this consumer uses assign(); subscribe() and assign() do not mix")
         self._mode = "subscribe"
-        super().subscribe(topic, expression)
+        super().subscribe(topic, expression, expression_type=expression_type)
 
     async def assign(self, queues: Iterable[MessageQueue], expression: str = "*") -> None:
         """Consume exactly ``queues`` (no rebalance); may be called again to change them."""
