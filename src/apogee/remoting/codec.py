@@ -120,7 +120,8 @@ class FrameDecoder:
             return self._feed(data)
         except RemoteProtocolError:
             self._failed = True
-            self._buf.clear()
+            # A new buffer, not clear(): the error's traceback may still hold views of the old one.
+            self._buf = bytearray()
             raise
 
     def _check_length(self, length: int) -> None:
@@ -133,34 +134,41 @@ class FrameDecoder:
 
     def _feed(self, data: bytes | bytearray | memoryview) -> list[RemotingCommand]:
         buf = self._buf
-        if buf:
-            buf += data
-            # Only materialise an immutable copy once a whole frame is there; a large frame
-            # arriving in many small reads is otherwise copied once per read.
-            (length,) = _LEN.unpack_from(buf, 0) if len(buf) >= 4 else (None,)
-            if length is None:
-                return []
-            self._check_length(length)
-            if len(buf) < 4 + length:
-                return []
-            source: bytes = bytes(buf)
-            buf.clear()
-        else:
-            source = bytes(data) if not isinstance(data, bytes) else data
+        if not buf:
+            source = data if isinstance(data, bytes) else bytes(data)
+            commands, pos = self._decode_all(source)
+            if pos < len(source):
+                buf += memoryview(source)[pos:]
+            return commands
+        buf += data
+        # Decode straight out of the buffer once a whole frame is there (a large frame that
+        # arrives in many reads is never copied per read); bodies are copied out as bytes,
+        # so the views can be released before the consumed prefix is dropped.
+        if len(buf) < 4:
+            return []
+        (length,) = _LEN.unpack_from(buf, 0)
+        self._check_length(length)
+        if len(buf) < 4 + length:
+            return []
+        commands, pos = self._decode_all(buf)
+        del buf[:pos]
+        return commands
+
+    def _decode_all(self, source: bytes | bytearray) -> tuple[list[RemotingCommand], int]:
+        """Every complete frame at the start of ``source`` and where the rest begins."""
         commands: list[RemotingCommand] = []
-        view = memoryview(source)
         pos = 0
         end = len(source)
-        while end - pos >= 4:
-            (length,) = _LEN.unpack_from(source, pos)
-            self._check_length(length)
-            if end - pos - 4 < length:
-                break
-            commands.append(decode_frame(view[pos + 4 : pos + 4 + length]))
-            pos += 4 + length
-        if pos < end:
-            buf += source[pos:]
-        return commands
+        with memoryview(source) as view:
+            while end - pos >= 4:
+                (length,) = _LEN.unpack_from(source, pos)
+                self._check_length(length)
+                if end - pos - 4 < length:
+                    break
+                with view[pos + 4 : pos + 4 + length] as frame:
+                    commands.append(decode_frame(frame))
+                pos += 4 + length
+        return commands, pos
 
 
 def encode_many(cmds: Sequence[RemotingCommand]) -> bytes:
