@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is required"'
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -c constraints.txt -e '.[test]'
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[test,spark]'
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 
@@ -33,7 +33,9 @@ interop: $(INTEROP_STAMP)
 test: $(STAMP) $(INTEROP_STAMP)
 	$(PY) -m pytest
 
+# The demo runs Spark: it needs Java 17+ (one line says so when it is missing).
 demo: $(STAMP)
+	@$(PY) -m apogee.spark.session >/dev/null
 	$(PY) -m apogee demo
 
 bench: $(STAMP)

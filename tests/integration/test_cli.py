@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -53,7 +54,10 @@ def test_dev_runs_namesrv_and_broker_in_one_process(tmp_path: Path) -> None:
     assert (tmp_path / "dev" / "store" / "config" / "topics.json").exists()
 
 
-def test_demo_finishes_by_itself() -> None:
-    result = apogee("demo", "--orders", "20", timeout=120)
-    assert result.returncode == 0, result.stderr
-    assert "60 read back" in result.stdout
+@pytest.mark.spark
+def test_demo_finishes_by_itself(tmp_path: Path) -> None:
+    result = apogee("demo", "--orders", "20", "--out", str(tmp_path / "out"), timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    text = " ".join(result.stdout.split())
+    assert re.search(r"OrderEvents: (\d+) events sent, \1 read back through Spark", text), text
+    assert (tmp_path / "out" / "minute_stats").is_dir()

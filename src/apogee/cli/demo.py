@@ -1,108 +1,356 @@
 """``apogee demo``: the main job behind ``make demo``.
 
-Today it starts an embedded NameServer + Broker on free loopback ports, sends a stream of
-order events through the RocketMQ wire protocol, reads them back with a pull, prints what
-happened, and stops everything.  The Spark pipeline of a later issue grows from here.
+1. starts an embedded NameServer + Broker (``apogee dev`` in a child process, stopped by PID
+   at the end);
+2. starts a local Spark session (local[2]) with the ``apogee`` connector;
+3. starts a Structured Streaming pipeline that reads the order events through the connector
+   and writes
+   * per-minute counts and revenue by status (event time) to Parquet, and
+   * the cleaned event stream (valid events, normalised JSON) to a second topic, exactly once;
+4. produces a realistic stream of order events while the pipeline runs: create / pay /
+   complete per order id, in order per order (one queue per order id), tags = status,
+   keys = order id, a few malformed events among them; a progress bar meanwhile;
+5. waits until the pipeline has processed everything, prints a summary table and where the
+   output is, and stops Spark and the servers: nothing is left running.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import random
+import re
 import shutil
+import signal
+import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import click
+import orjson
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from apogee.cli.serve import setup_logging
 from apogee.cli.status import ExitStatus
-from apogee.common.message_codec import decode_records, properties_to_string
-from apogee.remoting.bodies.route import TopicRouteData
-from apogee.remoting.client import RemotingClient
-from apogee.remoting.codes import RequestCode, ResponseCode
-from apogee.remoting.command import RemotingCommand
-from apogee.remoting.headers.pull import FLAG_SUBSCRIPTION, FLAG_SUSPEND, PullMessageRequestHeader
-from apogee.remoting.headers.send import SendMessageRequestHeaderV2
-from apogee.remoting.loop import run
 
 TOPIC = "OrderEvents"
+CLEAN_TOPIC = "OrderEventsClean"
+QUEUES = 4
 STATUSES = ("CREATED", "PAID", "COMPLETED")
+GROUP = "demo-pipeline"
+READY = re.compile(r"ready on (\S+) broker (\S+)")
 
 
-async def _demo(console: Console, workdir: Path, orders: int) -> int:
-    from apogee.dev import DevCluster
+class DemoError(Exception):
+    """A failure the demo explains in one line."""
 
-    cluster = DevCluster.from_options(workdir, "127.0.0.1:0", "127.0.0.1:0")
-    ns, broker = await cluster.start()
-    console.print(f"[bold]NameServer[/] {ns}   [bold]Broker[/] {broker}   store {workdir / 'store'}")
-    client = RemotingClient()
+
+@dataclass
+class DevServer:
+    """``apogee dev`` (NameServer + Broker in one process) as a child process."""
+
+    proc: subprocess.Popen[bytes]
+    namesrv: str
+    broker: str
+
+    @classmethod
+    def start(cls, root: Path, timeout_s: float = 30) -> DevServer:
+        log = open(root / "apogee-dev.log", "wb")  # noqa: SIM115 - the child keeps its own descriptor
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "apogee",
+                "dev",
+                "--dir",
+                str(root / "store"),
+                "--namesrv-listen",
+                "127.0.0.1:0",
+                "--broker-listen",
+                "127.0.0.1:0",
+                "--log-level",
+                "WARNING",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=log,
+            start_new_session=True,
+        )
+        log.close()
+        assert proc.stdout is not None
+        deadline = time.monotonic() + timeout_s
+        line = b""
+        while time.monotonic() < deadline and proc.poll() is None:
+            line = proc.stdout.readline()
+            match = READY.search(line.decode(errors="replace"))
+            if match:
+                return cls(proc, match.group(1), match.group(2))
+        cls(proc, "", "").stop()
+        raise DemoError(
+            f"apogee dev did not start: {line.decode(errors='replace').strip()} (see {root}/apogee-dev.log)"
+        )
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+
+# --- the events ---------------------------------------------------------------------------------
+
+
+def order_events(orders: int, seed: int = 42, start_ms: int | None = None) -> list[tuple[int, dict[str, Any] | bytes]]:
+    """``(event time ms, event)`` in event-time order: every order is created, most are paid a
+    little later and most paid orders completed later still; about 1 % of the events are
+    malformed (bad JSON, a negative amount, an unknown status), as real feeds have."""
+    rng = random.Random(seed)
+    start = start_ms if start_ms is not None else int(time.time() * 1000) - 20 * 60_000
+    span = max(60_000, min(15 * 60_000, orders * 600))
+    events: list[tuple[int, dict[str, Any] | bytes]] = []
+    for n in range(orders):
+        order_id = f"order-{n:06d}"
+        customer = f"customer-{rng.randrange(max(1, orders // 3)):05d}"
+        amount = rng.randrange(500, 25_000)
+        items = rng.randrange(1, 6)
+        t = start + rng.randrange(span)
+        timeline = [("CREATED", t)]
+        if rng.random() < 0.92:
+            t += rng.randrange(5_000, 120_000)
+            timeline.append(("PAID", t))
+            if rng.random() < 0.9:
+                t += rng.randrange(30_000, 240_000)
+                timeline.append(("COMPLETED", t))
+        for status, when in timeline:
+            event: dict[str, Any] | bytes = {
+                "order_id": order_id,
+                "customer": customer,
+                "status": status,
+                "amount_cents": amount,
+                "items": items,
+                "event_time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(when / 1000)) + f".{when % 1000:03d}Z",
+            }
+            roll = rng.random()
+            if roll < 0.004:
+                event = b"{not json"
+            elif roll < 0.008:
+                event = {**event, "amount_cents": -amount}  # type: ignore[dict-item]
+            elif roll < 0.012:
+                event = {**event, "status": "UNKNOWN"}  # type: ignore[dict-item]
+            events.append((when, event))
+    events.sort(key=lambda e: e[0])
+    return events
+
+
+def produce(console: Console, namesrv: str, events: list[tuple[int, dict[str, Any] | bytes]], rate: int) -> float:
+    """Send the events (ordered per order id: one queue per order) at about ``rate`` events
+    per second, with a progress bar."""
+    from apogee.client import Message, SelectByHash
+    from apogee.client.sync import SyncProducer
+
+    selector = SelectByHash()
+    started = time.perf_counter()
+    futures = []
+    with (
+        SyncProducer("demo-producer", namesrv) as producer,
+        Progress(
+            TextColumn("[bold]producing order events"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            transient=False,
+        ) as progress,
+    ):
+        task = progress.add_task("produce", total=len(events))
+        for i, (_, event) in enumerate(events):
+            if isinstance(event, dict):
+                body = orjson.dumps(event)
+                order_id, status = str(event["order_id"]), str(event["status"])
+            else:
+                body, order_id, status = event, f"bad-{i}", "MALFORMED"
+            msg = Message(TOPIC, body)
+            msg.tags = status
+            msg.keys = order_id
+            futures.append(producer.send_async(msg, selector=selector, arg=order_id))
+            if i % 50 == 49:
+                progress.update(task, completed=i + 1)
+                ahead = (i + 1) / rate - (time.perf_counter() - started)
+                if ahead > 0:
+                    time.sleep(ahead)  # a stream, not one burst
+        for fut in futures:
+            fut.result(60)
+        progress.update(task, completed=len(events))
+    return time.perf_counter() - started
+
+
+# --- the pipeline ---------------------------------------------------------------------------------
+
+
+def create_topics(namesrv: str, broker: str) -> None:
+    from apogee.spark import runtime
+
+    api = runtime.runtime().api
+    for topic in (TOPIC, CLEAN_TOPIC):
+        runtime.run(api.create_topic(broker, topic, QUEUES), 10)
+    from apogee.spark.broker import Cluster
+
+    cluster = Cluster(api, namesrv)
+    deadline = time.monotonic() + 15
+    while True:
+        try:
+            if len(runtime.run(cluster.queues([TOPIC, CLEAN_TOPIC]), 10)) == 2 * QUEUES:
+                return
+        except Exception:
+            pass
+        if time.monotonic() > deadline:
+            raise DemoError("the broker did not register the demo topics with the NameServer")
+        time.sleep(0.1)
+
+
+def summary(
+    console: Console, spark: Any, namesrv: str, out: Path, sent: int, queries: list[Any], elapsed: dict[str, float]
+) -> bool:
+    from apogee.spark.pipeline import summarize
+
+    result = summarize(spark, namesrv, out, CLEAN_TOPIC, queries[0])
+    console.print(
+        f"[bold]{TOPIC}[/]: {sent} events sent, {result.read_back} read back through Spark "
+        f"({result.read_back - result.valid} rejected as malformed), {result.clean_count} cleaned events "
+        f"written to {CLEAN_TOPIC}"
+    )
+    table = Table(title="Events by status")
+    table.add_column("status")
+    table.add_column("events", justify="right")
+    table.add_column("revenue", justify="right")
+    for status in STATUSES:
+        events, revenue = result.by_status.get(status, (0, 0.0))
+        table.add_row(status, f"{events:,}", f"{revenue:,.2f}")
+    table.add_row("[bold]total", f"[bold]{result.valid:,}", "")
+    console.print(table)
+    span = f", {result.first_minute:%H:%M} to {result.last_minute:%H:%M} UTC" if result.first_minute else ""
+    console.print(
+        f"Per-minute counts and revenue by status: [bold]{out / 'minute_stats'}[/] "
+        f"(Parquet, {result.minutes} minutes{span})"
+    )
+    console.print(f"Cleaned events: topic [bold]{CLEAN_TOPIC}[/] (JSON bodies, keys = order id, tags = status)")
+    console.print(
+        f"Spark start {elapsed['spark']:.1f} s, producing {elapsed['produce']:.1f} s, "
+        f"pipeline caught up {elapsed['drain']:.1f} s after the last event"
+    )
+    return result.read_back == sent and result.clean_count == result.valid
+
+
+def run_demo(console: Console, workdir: Path, out: Path, orders: int, rate: int) -> int:
+    from apogee.spark import check_java, local_session
+
+    check_java()
+    started = time.perf_counter()
+    server = DevServer.start(workdir)
+    spark = None
     try:
-        started = time.perf_counter()
-        sent = 0
-        for order in range(orders):
-            for status in STATUSES:
-                props = properties_to_string({"TAGS": status, "KEYS": f"order-{order}", "WAIT": "true"})
-                header = SendMessageRequestHeaderV2(
-                    producer_group="demo-producer", topic=TOPIC, default_topic="TBW102",
-                    default_topic_queue_nums=4, queue_id=order % 4, sys_flag=0,
-                    born_timestamp=int(time.time() * 1000), flag=0, properties=props,
-                )
-                body = f'{{"order":{order},"status":"{status}","amount":{(order * 37) % 500 + 1}}}'.encode()
-                response = await client.invoke(
-                    broker, RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, header.encode(), body), 5000
-                )
-                if response.code != ResponseCode.SUCCESS:
-                    console.print(f"[red]send failed:[/] {response.code} {response.remark}")
-                    return ExitStatus.ERROR
-                sent += 1
-        send_s = time.perf_counter() - started
-        route = await client.invoke(ns, RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": TOPIC}), 5000)
-        queues = TopicRouteData.decode(route.body_bytes()).queue_datas[0].read_queue_nums
-        counts = {s: 0 for s in STATUSES}
-        received = 0
-        for queue_id in range(queues):
-            offset = 0
-            while True:
-                pull = PullMessageRequestHeader(
-                    consumer_group="demo-consumer", topic=TOPIC, queue_id=queue_id, queue_offset=offset,
-                    max_msg_nums=32, sys_flag=FLAG_SUBSCRIPTION | FLAG_SUSPEND, commit_offset=0,
-                    suspend_timeout_millis=200, sub_version=0, subscription="*",
-                )
-                response = await client.invoke(broker, RemotingCommand.request(RequestCode.PULL_MESSAGE, pull.encode()), 5000)
-                if response.code != ResponseCode.SUCCESS:
-                    break
-                for msg in decode_records(response.body_bytes()):
-                    counts[msg.tags or ""] = counts.get(msg.tags or "", 0) + 1
-                    received += 1
-                offset = int((response.ext_fields or {})["nextBeginOffset"])
-        console.print(f"{TOPIC}: {sent} events sent in {send_s:.2f} s, {received} read back")
-        table = Table()
-        table.add_column("status")
-        table.add_column("events", justify="right")
-        for status, count in counts.items():
-            table.add_row(status, str(count))
-        console.print(table)
-        return ExitStatus.SUCCESS if received == sent else ExitStatus.ERROR
+        console.print(
+            f"[bold]NameServer[/] {server.namesrv}   [bold]Broker[/] {server.broker}   store {workdir / 'store'}"
+        )
+        create_topics(server.namesrv, server.broker)
+        with console.status("starting Spark (local[2]) ..."):
+            t = time.perf_counter()
+            spark = local_session(
+                "apogee-demo",
+                memory="1g",
+                log_file=str(workdir / "spark.log"),
+                **{"spark.sql.streaming.numRecentProgressUpdates": "10000"},
+            )
+            elapsed = {"spark": time.perf_counter() - t}
+        console.print(f"Spark {spark.version} ready in {elapsed['spark']:.1f} s (log {workdir / 'spark.log'})")
+        from apogee.spark.pipeline import start_order_pipeline
+
+        queries = start_order_pipeline(
+            spark, server.namesrv, TOPIC, CLEAN_TOPIC, out, workdir / "checkpoints", group=GROUP
+        )
+        events = order_events(orders)
+        elapsed["produce"] = produce(console, server.namesrv, events, rate)
+        t = time.perf_counter()
+        with console.status("waiting for the pipeline to process every event ..."):
+            for query in queries:
+                query.processAllAvailable()
+            for query in queries:
+                query.stop()
+        elapsed["drain"] = time.perf_counter() - t
+        for query in queries:
+            if query.exception() is not None:
+                raise DemoError(str(query.exception()))
+        ok = summary(console, spark, server.namesrv, out, len(events), queries, elapsed)
+        console.print(f"Finished in {time.perf_counter() - started:.0f} s; Spark and the servers are stopped.")
+        return ExitStatus.SUCCESS if ok else ExitStatus.ERROR
+    except (DemoError, KeyboardInterrupt):
+        raise
+    except Exception as exc:  # Spark's errors print only while the JVM lives: one line now
+        from apogee.spark.errors import one_line
+
+        raise DemoError(f"{one_line(exc)} (logs in {workdir})") from exc
     finally:
-        await client.close()
-        await cluster.stop()
+        if spark is not None:
+            from apogee.spark.pipeline import stop_spark
+
+            stop_spark(spark)
+        server.stop()
 
 
 @click.command("demo")
-@click.option("--orders", default=200, show_default=True, help="How many orders to simulate.")
-@click.option("--keep", is_flag=True, help="Keep the store directory after the demo.")
+@click.option("--orders", default=2000, show_default=True, help="How many orders to simulate (3 events each at most).")
+@click.option("--rate", default=500, show_default=True, help="Events produced per second.")
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False),
+    help="Where the Parquet output goes (default: a new temp directory).",
+)
+@click.option("--keep", is_flag=True, help="Keep the broker store, checkpoints and logs after the demo.")
 @click.option("--log-level", default="WARNING", show_default=True)
-def demo_command(orders: int, keep: bool, log_level: str) -> None:
-    """Start an embedded NameServer + Broker, send and read back order events, then stop."""
+def demo_command(orders: int, rate: int, out_dir: str | None, keep: bool, log_level: str) -> None:
+    """Order events through Apogee and a Spark Structured Streaming pipeline, then stop.
+
+    Starts an embedded NameServer + Broker, runs the pipeline on local Spark while producing
+    order events, prints a summary and where the output is.  Needs Java 17+ and pyspark
+    (pip install 'apogee[spark]').
+    """
+    from apogee.cli.serve import setup_logging
+    from apogee.spark.errors import ApogeeSparkError, one_line
+
     setup_logging(log_level)
-    console = Console()
+    console = Console(soft_wrap=True)
     workdir = Path(tempfile.mkdtemp(prefix="apogee-demo-"))
+    out = Path(out_dir).resolve() if out_dir else workdir / "output"
+    out.mkdir(parents=True, exist_ok=True)
+    status: int = ExitStatus.ERROR
     try:
-        status = run(_demo(console, workdir, orders))
+        if importlib.util.find_spec("pyspark") is None:
+            raise DemoError("the demo needs PySpark: pip install 'apogee[spark]' (make demo does it)")
+        status = run_demo(console, workdir, out, orders, rate)
+    except (DemoError, ApogeeSparkError) as exc:
+        message = one_line(exc) if isinstance(exc, ApogeeSparkError) else str(exc)
+        console.print(f"[red]apogee demo:[/] {message.removeprefix('apogee: ')}", soft_wrap=True)
+        status = ExitStatus.UNAVAILABLE
+        keep = keep or "logs in" in str(exc)
+    except KeyboardInterrupt:
+        status = ExitStatus.CTRL_C
+    except Exception as exc:  # Spark's own errors: one line here, the rest in the log
+        console.print(f"[red]apogee demo failed:[/] {one_line(exc)} (logs in {workdir})", soft_wrap=True)
+        keep = True
     finally:
-        if not keep:
-            shutil.rmtree(workdir, ignore_errors=True)
-    sys.exit(status)
+        if not keep:  # the store, checkpoints and logs go; the output stays (unless empty)
+            for child in workdir.iterdir():
+                if child != out:
+                    shutil.rmtree(child, ignore_errors=True) if child.is_dir() else child.unlink(missing_ok=True)
+            if out.parent != workdir or not any(out.iterdir()):
+                shutil.rmtree(workdir, ignore_errors=True)
+    sys.exit(int(status))
