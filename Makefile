@@ -4,14 +4,16 @@
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
-STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt | cksum | cut -d' ' -f1)
+BUILD_INPUTS := pyproject.toml constraints.txt setup.py src/apogee/_native.c
+STAMP  := $(VENV)/.installed-$(shell cat $(BUILD_INPUTS) | cksum | cut -d' ' -f1)
 
 INTEROP_VENV  := .venv-interop
 INTEROP_STAMP := $(INTEROP_VENV)/.installed-rocketmq-0.4.4
 
 .PHONY: demo test install interop bench clean
 
-$(STAMP): pyproject.toml constraints.txt
+# The editable install also compiles the optional C speed-ups (apogee._native) in place.
+$(STAMP): $(BUILD_INPUTS)
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is required"'
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
@@ -30,8 +32,10 @@ install: $(STAMP)
 
 interop: $(INTEROP_STAMP)
 
+# APOGEE_REQUIRE_NATIVE: a C extension that failed to build fails the run instead of being
+# silently replaced by the pure-Python path.
 test: $(STAMP) $(INTEROP_STAMP)
-	$(PY) -m pytest
+	APOGEE_REQUIRE_NATIVE=1 $(PY) -m pytest
 
 # The demo runs Spark: it needs Java 17+ (one line says so when it is missing).
 demo: $(STAMP)
@@ -42,4 +46,4 @@ bench: $(STAMP)
 	@for b in benchmarks/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) $(INTEROP_VENV) .pytest_cache .hypothesis build src/*.egg-info
+	rm -rf $(VENV) $(INTEROP_VENV) .pytest_cache .hypothesis build src/*.egg-info src/apogee/*.so

@@ -201,7 +201,7 @@ class BrokerController:
                     log.debug("notify %s failed: %s", channel.client_id, exc)
 
     def _message_arrived(
-        self, topic: str, queue_id: int, max_offset: int, tags_code: int, properties: object
+        self, topic: str, queue_id: int, max_offset: int, tags_code: int | None, properties: object
     ) -> None:
         if topic == SCHEDULE_TOPIC:
             self.schedule.notify_arrival(queue_id)

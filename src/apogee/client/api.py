@@ -95,11 +95,11 @@ def parse_send_response(resp: RemotingCommand, mq: MessageQueue, uniq_ids: list[
     trace = ext.get("TRACE_ON") == "true"
     if queue_id != mq.queue_id:
         mq = MessageQueue(mq.topic, mq.broker_name, queue_id)
-    results = []
-    for i, uniq in enumerate(uniq_ids):
-        offset_id = offset_ids[i] if i < len(offset_ids) else ""
-        results.append(SendResult(status, uniq or offset_id, offset_id, mq, first + i, region, trace))
-    return results
+    if len(offset_ids) != len(uniq_ids):  # a broker that answered fewer (or more) ids
+        offset_ids = (offset_ids + [""] * len(uniq_ids))[: len(uniq_ids)]
+    new = tuple.__new__  # SendResult's own __new__ re-checks arguments: 2x slower per message
+    return [new(SendResult, (status, uniq or offset_id, offset_id, mq, first + i, region, trace))
+            for i, (uniq, offset_id) in enumerate(zip(uniq_ids, offset_ids, strict=True))]
 
 
 def tags_of(msg: MessageExt) -> str | None:

@@ -15,6 +15,9 @@ from __future__ import annotations
 import operator
 import sys
 from array import array
+from collections.abc import Callable
+
+from apogee.common.accel import native
 
 _MASK = 0xFFFFFFFF
 _SIGN = 0x80000000
@@ -50,10 +53,23 @@ def _units(s: str) -> bytes | array[int]:
     return units
 
 
-def java_hash_unsigned(s: str) -> int:
-    """``String.hashCode`` as an unsigned 32-bit value."""
+def java_hash_unsigned_py(s: str) -> int:
+    """``String.hashCode`` as an unsigned 32-bit value (the reference; see ``java_hash_unsigned``)."""
     units = _units(s)
     return int(sum(map(operator.mul, units, _powers(len(units))))) & _MASK
+
+
+_prefix_cache: dict[str, int] = {}
+
+
+def index_prefix_hash(topic: str) -> int:
+    """Unsigned hash of ``topic#``, the prefix of every index key of ``topic`` (cached)."""
+    h = _prefix_cache.get(topic)
+    if h is None:
+        h = java_hash_unsigned(topic + "#")
+        if len(_prefix_cache) < 65536:
+            _prefix_cache[topic] = h
+    return h
 
 
 def java_hash_concat(prefix_hash: int, s: str) -> int:
@@ -108,7 +124,7 @@ def abs_hash(unsigned: int) -> int:
     return unsigned
 
 
-def index_hashes(prefix_hash: int, keys: list[str]) -> list[int]:
+def index_hashes_py(prefix_hash: int, keys: list[str]) -> list[int]:
     """IndexFile key hashes of ``prefix + key`` for each key (``prefix_hash`` unsigned).
 
     The loop of ``java_hash_concat`` + ``abs_hash`` inlined: the dispatcher calls this once per
@@ -126,3 +142,10 @@ def index_hashes(prefix_hash: int, keys: list[str]) -> list[int]:
             h = 0 if h == _SIGN else 0x100000000 - h
         out.append(h)
     return out
+
+
+
+java_hash_unsigned: Callable[[str], int] = native.java_hash if native is not None else java_hash_unsigned_py
+index_hashes: Callable[[int, list[str]], list[int]] = (
+    native.index_hashes if native is not None else index_hashes_py
+)

@@ -43,13 +43,14 @@ from __future__ import annotations
 import socket
 import struct
 import zlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Final, NamedTuple, TypeAlias, Union
 
 if TYPE_CHECKING:
     import mmap
 
 from apogee.common import constants as c
+from apogee.common.accel import native
 from apogee.common.message import MessageExt
 from apogee.common.message_id import create_offset_msg_id, ip_to_bytes
 
@@ -110,7 +111,10 @@ def properties_to_string(properties: Mapping[str, str] | None) -> str:
     """Java 4.9 ``messageProperties2String``: no trailing separator, None values skipped."""
     if not properties:
         return ""
-    return "\x02".join(f"{k}\x01{v}" for k, v in properties.items() if v is not None)
+    try:
+        return "\x02".join([k + "\x01" + v for k, v in properties.items() if v is not None])
+    except TypeError:  # a non-str value: Java would call toString()
+        return "\x02".join(f"{k}\x01{v}" for k, v in properties.items() if v is not None)
 
 
 def parse_properties(text: str | bytes | memoryview | None) -> dict[str, str]:
@@ -541,8 +545,19 @@ def read_queue_and_phys(buf: Buffer, pos: int = 0) -> tuple[int, int]:
 # --- client batch body -------------------------------------------------------------------------
 
 
-def encode_batch(items: Iterable[BatchItem | tuple[int, bytes, str | Mapping[str, str]]]) -> bytes:
-    """The client batch body (Java ``MessageDecoder.encodeMessages``)."""
+def encode_batch(items: Sequence[BatchItem | tuple[int, bytes, str | Mapping[str, str]]]) -> bytes:
+    """The client batch body (Java ``MessageDecoder.encodeMessages``); in C when built and the
+    items are ``(int, bytes, str)``."""
+    if native is not None and isinstance(items, list):
+        try:
+            return native.encode_batch(items)  # type: ignore[no-any-return]
+        except TypeError:
+            pass  # dict properties, bytearray bodies: the reference handles them
+    return encode_batch_py(items)
+
+
+def encode_batch_py(items: Iterable[BatchItem | tuple[int, bytes, str | Mapping[str, str]]]) -> bytes:
+    """The client batch body (Java ``MessageDecoder.encodeMessages``): the reference."""
     parts: list[bytes] = []
     for flag, body, props in items:
         if not isinstance(props, str):

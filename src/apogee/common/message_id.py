@@ -113,14 +113,15 @@ class UniqIdGenerator:
         self._start_ms, self._next_start_ms = _month_start_ms(int(time.time() * 1000))
 
     def next_id(self) -> str:
+        # Hot path (one call per message sent): no lock unless the month rolls over, since
+        # next() on itertools.count is atomic under the GIL; hex digits by format, not pack.
         now = int(time.time() * 1000)
-        with self._lock:
-            if now >= self._next_start_ms:
-                self._start_ms, self._next_start_ms = _month_start_ms(now)
-            seq = next(self._counter) & 0xFFFF
-            start = self._start_ms
-        tail = _UNIQ_TAIL.pack((now - start) & 0xFFFFFFFF, seq)
-        return self._prefix + tail.hex().upper()
+        if now >= self._next_start_ms:
+            with self._lock:
+                if now >= self._next_start_ms:
+                    self._start_ms, self._next_start_ms = _month_start_ms(now)
+        seq = next(self._counter) & 0xFFFF
+        return f"{self._prefix}{(now - self._start_ms) & 0xFFFFFFFF:08X}{seq:04X}"
 
 
 _default_generator: UniqIdGenerator | None = None

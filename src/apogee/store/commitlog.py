@@ -13,6 +13,12 @@ are bounded; when the dispatcher lags too far it decodes from the log instead.  
 Index keys (KEYS, UNIQ_KEY) are looked up by the dispatcher, as RocketMQ's reput does, to keep
 the append path short.
 
+A client batch that ``native.scan_batch`` accepted is written by ``native.write_batch`` straight
+from the request body, and leaves one *run hint* for the whole batch instead:
+``(phys, size, topic, queue_id, first_queue_offset, count, cq_entries, tag_codes, store_ts,
+sysflag, index_entries)`` (11 fields), which the dispatcher applies with one copy into the
+ConsumeQueue and one C call for the index.
+
 Threads: appends and reads on the owner's (event loop) thread; file pre-creation, fdatasync
 and deletion on the I/O thread through the MappedFileQueue.
 """
@@ -29,6 +35,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from apogee.common import constants as c
+from apogee.common.accel import native
+from apogee.common.java_hash import index_prefix_hash
 from apogee.common.java_hash import tags_code as compute_tags_code
 from apogee.common.message_codec import (
     BLANK_MAGIC_CODE,
@@ -176,17 +184,10 @@ class CommitLog:
         tran = sysflag & _TRAN_MASK
         queue_id = msg.queue_id
         with self._lock:
-            files = self.mfq.files
-            mf = files[-1] if files else None
-            if mf is None or mf.wrote + total + 8 > mf.size:
-                mf = self._roll_locked()
-                if mf is None:
-                    return PutResult(PutStatus.CREATE_MAPPED_FILE_FAILED)
+            mf = self._file_for_locked(total)
+            if mf.__class__ is not MappedFile:
+                return PutResult(mf)  # type: ignore[arg-type]
             pos = mf.wrote
-            if pos + total > self._populate_mark:
-                self._populate_ahead_locked(mf)
-            if pos + total > mf.reserved and not self._reserve_locked(mf, pos + total):
-                return PutResult(PutStatus.DISK_FULL)
             phys = mf.start + pos
             now = self._clock()
             if now < self.last_store_ts:
@@ -217,6 +218,23 @@ class CommitLog:
                 hints.append((phys, total, topic, queue_id, qoff, tags, now, sysflag, pstr))
         return PutResult(PutStatus.PUT_OK, phys, total, qoff, now, 1, store_ip, store_port)
 
+    def _file_for_locked(self, total: int) -> MappedFile | PutStatus:
+        """The file the next ``total`` bytes go to (rolling to a new file when they do not fit
+        with room for the end-of-file blank), its pages populated ahead and its disk blocks
+        reserved; or the status that refuses the put."""
+        files = self.mfq.files
+        mf = files[-1] if files else None
+        if mf is None or mf.wrote + total + 8 > mf.size:
+            mf = self._roll_locked()
+            if mf is None:
+                return PutStatus.CREATE_MAPPED_FILE_FAILED
+        end = mf.wrote + total
+        if end > self._populate_mark:
+            self._populate_ahead_locked(mf)
+        if end > mf.reserved and not self._reserve_locked(mf, end):
+            return PutStatus.DISK_FULL
+        return mf
+
     def _reserve_locked(self, mf: MappedFile, needed: int) -> bool:
         """Allocate disk blocks for a write the I/O thread has not reserved yet (rare: it
         normally runs ahead with the population).  False when the disk is full."""
@@ -243,6 +261,8 @@ class CommitLog:
 
     def put_messages(self, batch: InnerBatch) -> PutResult:
         """Append a batch as contiguous records in one file with consecutive queue offsets."""
+        if batch.raw is not None:
+            return self._put_raw_batch(batch, batch.raw)
         if not batch.items:
             return PutResult(PutStatus.MESSAGE_ILLEGAL)
         sysflag = batch.sysflag & ~(c.BORNHOST_V6_FLAG | c.STOREHOSTADDRESS_V6_FLAG)
@@ -281,14 +301,9 @@ class CommitLog:
         topic, queue_id = batch.topic, batch.queue_id
         offsets: list[int] = []
         with self._lock:
-            mf = self.mfq.files[-1] if self.mfq.files else None
-            if mf is None or mf.wrote + batch_total + 8 > mf.size:
-                mf = self._roll_locked()
-                if mf is None:
-                    return PutResult(PutStatus.CREATE_MAPPED_FILE_FAILED)
-            if mf.wrote + batch_total > mf.reserved and not self._reserve_locked(
-                    mf, mf.wrote + batch_total):
-                return PutResult(PutStatus.DISK_FULL)
+            mf = self._file_for_locked(batch_total)
+            if mf.__class__ is not MappedFile:
+                return PutResult(mf)  # type: ignore[arg-type]
             now = max(self._clock(), self.last_store_ts)
             self.last_store_ts = now
             key = (topic, queue_id)
@@ -315,6 +330,54 @@ class CommitLog:
             PutStatus.PUT_OK, first_phys, batch_total, first_qoff, now, len(encoded),
             store_ip, store_port, offsets,
         )
+
+    def _put_raw_batch(self, batch: InnerBatch, raw: bytes) -> PutResult:
+        """``put_messages`` for a body ``native.scan_batch`` accepted: same records, in C."""
+        assert native is not None
+        sysflag = batch.sysflag & _NOT_V6
+        if sysflag & _TRAN_MASK != _NOT:
+            return PutResult(PutStatus.MESSAGE_ILLEGAL)  # no transactional batches (RocketMQ)
+        bprops = batch.properties
+        batch_pstr = bprops if isinstance(bprops, str) else properties_to_string(bprops)
+        topic = batch.topic
+        try:
+            tf = topic_field(topic)
+        except ValueError:
+            return PutResult(PutStatus.MESSAGE_ILLEGAL)
+        count, size = batch.raw_scan
+        batch_total = size + count * len(tf)
+        if batch_total + 8 > self.file_size:
+            return PutResult(PutStatus.MESSAGE_ILLEGAL)
+        born_ip = ip_bytes_cache.get(batch.born_host[0]) or ip_to_bytes(batch.born_host[0])
+        store_ip = ip_bytes_cache.get(batch.store_host[0]) or ip_to_bytes(batch.store_host[0])
+        store_port = batch.store_host[1]
+        queue_id = batch.queue_id
+        prefix = index_prefix_hash(topic) if self.index_enabled else -1
+        with self._lock:
+            mf = self._file_for_locked(batch_total)
+            if mf.__class__ is not MappedFile:
+                return PutResult(mf)  # type: ignore[arg-type]
+            pos = mf.wrote
+            now = self._clock()
+            if now < self.last_store_ts:
+                now = self.last_store_ts
+            self.last_store_ts = now
+            key = (topic, queue_id)
+            qoff = self.topic_queue_table.get(key, 0)
+            phys = mf.start + pos
+            cq, index_entries, msg_ids, tags = native.write_batch(
+                mf.mm, pos, raw, batch_pstr.encode("utf-8"), tf, queue_id, qoff, phys, sysflag,
+                batch.born_timestamp, born_ip, batch.born_host[1], now, store_ip, store_port,
+                batch.reconsume_times, prefix,
+            )
+            mf.wrote = pos + batch_total
+            self.topic_queue_table[key] = qoff + count
+            hints = self.hints
+            if len(hints) < self.hint_capacity:
+                hints.append((phys, batch_total, topic, queue_id, qoff, count, cq, tags, now, sysflag,
+                              index_entries))
+        return PutResult(PutStatus.PUT_OK, phys, batch_total, qoff, now, count, store_ip, store_port,
+                         msg_id=msg_ids)
 
     def _roll_locked(self) -> MappedFile | None:
         """Close the current file with a blank record and start the next; None on failure."""

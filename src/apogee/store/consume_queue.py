@@ -80,6 +80,42 @@ class ConsumeQueue:
         self.max_phys_end = phys + size
         return True
 
+    def put_run(self, first_queue_offset: int, entries: bytes | memoryview) -> int:
+        """Write consecutive entries (20 bytes each) from ``first_queue_offset`` with one copy.
+
+        Returns how many of them are now in place (entries already there count); fewer than
+        all means the next one needs a new file.  ``put``'s rules, for a whole batch.
+        """
+        n = len(entries) // CQ_UNIT_SIZE
+        files = self.mfq.files
+        if not files:
+            return 0
+        last = files[-1]
+        cur = last.start + last.wrote
+        pos = first_queue_offset * CQ_UNIT_SIZE
+        done = 0
+        if pos < cur:
+            done = min(n, (cur - pos) // CQ_UNIT_SIZE)
+            if done == n:
+                return n
+            pos += done * CQ_UNIT_SIZE
+        mf = self.mfq.find(pos)
+        if mf is None:
+            return done
+        if pos > cur:
+            log.warning("%s-%d: entries %d..%d missing; writing from %d", self.topic, self.queue_id,
+                        cur // CQ_UNIT_SIZE, pos // CQ_UNIT_SIZE - 1, pos // CQ_UNIT_SIZE)
+        rel = pos - mf.start
+        fit = min(n - done, (mf.size - rel) // CQ_UNIT_SIZE)
+        if fit <= 0:
+            return done
+        with memoryview(entries) as view:
+            mf.mm[rel : rel + fit * CQ_UNIT_SIZE] = view[done * CQ_UNIT_SIZE : (done + fit) * CQ_UNIT_SIZE]
+        mf.wrote = rel + fit * CQ_UNIT_SIZE
+        phys, size, _ = _unpack_unit(entries, (done + fit - 1) * CQ_UNIT_SIZE)
+        self.max_phys_end = phys + size
+        return done + fit
+
     def file_start_for(self, queue_offset: int) -> int:
         """Byte start of the next file to create on the way to ``queue_offset``."""
         return self.mfq.next_start(queue_offset * CQ_UNIT_SIZE)

@@ -33,9 +33,11 @@ from apogee.store.mapped_file import MappedFile
 
 log = logging.getLogger("apogee.store.dispatch")
 
-ArrivalListener = Callable[[str, int, int, int, str], None]
+ArrivalListener = Callable[[str, int, int, "int | None", str], None]
 """``cb(topic, queue_id, max_offset, tags_code, properties)``; ``properties`` is the raw
-properties string (parse it with ``message_codec.parse_properties`` if needed)."""
+properties string (parse it with ``message_codec.parse_properties`` if needed).  For a batch
+written by the C path the listener hears once per distinct tag code with the batch's last
+offset and empty properties, and ``tags_code`` None means "more tags than listed: any"."""
 
 _SIZE_MAGIC = struct.Struct(">ii")
 _NOT = c.TRANSACTION_NOT_TYPE
@@ -44,6 +46,7 @@ _ROLLBACK = c.TRANSACTION_ROLLBACK_TYPE
 _QUEUED = frozenset((_NOT, _COMMIT))
 _KEYS = c.PROPERTY_KEYS
 _UNIQ = c.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
+_RUN_HINT_LEN = 11  # see CommitLog: a whole client batch written by the C path
 
 
 class FileNeed:
@@ -108,7 +111,7 @@ class Dispatcher:
         hints = clog.hints
         queues = self.queues.queues
         index = self.index
-        notes: list[tuple[str, int, int, int, str]] | None = [] if notify and self.listeners else None
+        notes: list[tuple[str, int, int, int | None, str]] | None = [] if notify and self.listeners else None
         pos = self.offset
         done = 0
         result: str | FileNeed = DONE
@@ -119,6 +122,18 @@ class Dispatcher:
                     break
                 hint = hints[0] if hints else None
                 if hint is not None and hint[0] == pos:
+                    if len(hint) == _RUN_HINT_LEN:  # a batch written by the C path
+                        if pos + hint[1] > limit:
+                            break
+                        need = self._dispatch_run(hint, notes)
+                        if need is not None:
+                            result = need
+                            break
+                        hints.popleft()
+                        pos += hint[1]
+                        self.last_store_ts = hint[8]
+                        done += hint[5]
+                        continue
                     phys, size, topic, qid, qoff, tags, ts, sysflag, pstr = hint
                 else:
                     while hints and hints[0][0] < pos:
@@ -176,7 +191,26 @@ class Dispatcher:
             self._notify(notes)
         return result
 
-    def _notify(self, notes: list[tuple[str, int, int, int, str]]) -> None:
+    def _dispatch_run(self, hint: tuple[Any, ...], notes: list[tuple[str, int, int, int | None, str]] | None
+                      ) -> FileNeed | None:
+        """Apply a run hint (``CommitLog._put_raw_batch``): ConsumeQueue entries, arrival
+        notes (one per distinct tag code, with the batch's last offset), index entries.
+        Idempotent, so a run stopped by a FileNeed is simply applied again."""
+        _, _, topic, qid, qoff, count, cq_entries, tag_codes, ts, _, index_entries = hint
+        cq = self.queues.queues.get((topic, qid))
+        if cq is None:
+            cq = self.queues.get_or_create(topic, qid)
+        written = cq.put_run(qoff, cq_entries)
+        if written < count:
+            return self._cq_need(cq, qoff + written)
+        if notes is not None:
+            for tag in (None,) if tag_codes is None else tag_codes:
+                notes.append((topic, qid, qoff + count, tag, ""))
+        if self.index is not None and index_entries and not self.index.build_run(index_entries, ts):
+            return self._index_need()
+        return None
+
+    def _notify(self, notes: list[tuple[str, int, int, int | None, str]]) -> None:
         for listener in list(self.listeners):
             for topic, qid, max_offset, tags, props in notes:
                 try:

@@ -15,7 +15,8 @@ import logging
 from pathlib import Path
 
 from apogee.common import constants as c
-from apogee.common.java_hash import index_hashes, index_key_hash, java_hash_unsigned
+from apogee.common.accel import native
+from apogee.common.java_hash import index_hashes, index_key_hash, index_prefix_hash
 from apogee.store.index_file import IndexFile, index_file_name
 
 log = logging.getLogger("apogee.store.index_service")
@@ -33,7 +34,6 @@ class IndexService:
         self.preallocate = preallocate
         self.files: list[IndexFile] = []
         self.zombies: list[IndexFile] = []
-        self._prefix_hash: dict[str, int] = {}  # topic -> unsigned hashCode of "topic#"
 
     # --- loading / recovery (startup, I/O thread) --------------------------------------------
 
@@ -82,13 +82,27 @@ class IndexService:
             return True
         if last is None or last.index_num - last.index_count < min(count, self.index_num - 1):
             return False
-        prefix = self._prefix_hash.get(topic)
-        if prefix is None:
-            prefix = self._prefix_hash[topic] = java_hash_unsigned(topic + "#")
-        hashes = index_hashes(prefix, tokens)
+        hashes = index_hashes(index_prefix_hash(topic), tokens)
         if last.put_keys(hashes, phys, store_ts) < len(hashes):
             log.warning("index file %s full; keys of offset %d partly not indexed", last.name, phys)
         return True
+
+    def build_run(self, entries: bytes, store_ts: int) -> bool:
+        """Index a batch's messages from the entries ``native.write_batch`` made (C only).
+
+        Same entries, order and skip rule as ``build`` per message.  False: the newest file
+        cannot take the next message's keys; create a file and call again (messages indexed
+        already are skipped by their offsets).
+        """
+        assert native is not None
+        last = self.files[-1] if self.files else None
+        if last is None:
+            return False
+        header = (last.begin_ts, last.end_ts, last.begin_phy, last.end_phy, last.slot_count, last.index_count)
+        header, resume = native.index_put(last.mf.mm, last.slots, last.index_num, header, store_ts, entries, 0)
+        (last.begin_ts, last.end_ts, last.begin_phy, last.end_phy, last.slot_count, last.index_count) = header
+        last.dirty = True
+        return bool(resume * 16 >= len(entries))
 
     def new_file_path(self, now_ms: int) -> Path:
         path = self.directory / index_file_name(now_ms)

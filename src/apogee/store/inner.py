@@ -51,6 +51,11 @@ class InnerBatch:
     born_host: HostAddress = ("127.0.0.1", 0)
     store_host: HostAddress = ("127.0.0.1", 0)
     reconsume_times: int = 0
+    # The client batch body itself, when ``accel.native.scan_batch`` accepted it: the store
+    # then writes the records straight from it (``items`` stays empty).  ``raw_scan`` is what
+    # scan_batch answered: (item count, size of the records without their topic fields).
+    raw: bytes | None = None
+    raw_scan: tuple[int, int] = (0, 0)
 
     @classmethod
     def from_body(cls, topic: str, queue_id: int, body: bytes, **kwargs: object) -> InnerBatch:

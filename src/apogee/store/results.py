@@ -74,6 +74,7 @@ class PutResult:
         store_ip: bytes = b"\x00\x00\x00\x00",
         store_port: int = 0,
         record_offsets: Sequence[int] | None = None,
+        msg_id: str | None = None,
     ) -> None:
         self.status = status
         self.wrote_offset = wrote_offset
@@ -84,7 +85,7 @@ class PutResult:
         self.store_ip = store_ip
         self.store_port = store_port
         self._record_offsets = record_offsets
-        self._msg_id: str | None = None
+        self._msg_id = msg_id
 
     @property
     def ok(self) -> bool:
@@ -95,6 +96,8 @@ class PutResult:
         """CommitLog offset of each record written (one for a single message)."""
         if self._record_offsets is not None:
             return self._record_offsets
+        if self._msg_id is not None and self.msg_num > 1:  # a batch written by the C path
+            return [int(one[16:], 16) for one in self._msg_id.split(",")]
         return [self.wrote_offset] if self.msg_num else []
 
     @property

@@ -23,8 +23,10 @@ from typing import TYPE_CHECKING
 
 from apogee.broker.topics import NOT_ALLOWED_SEND_TOPICS, PERM_RW, validate_topic
 from apogee.common import constants as c
+from apogee.common.accel import native
 from apogee.common.java_hash import tags_code
 from apogee.common.message_codec import (
+    BatchItem,
     decode_batch,
     get_property,
     parse_properties,
@@ -319,27 +321,37 @@ class SendProcessor:
             except zlib.error as exc:
                 return req.response(ResponseCode.MESSAGE_ILLEGAL, f"the compressed batch body does not inflate: {exc}")
             sysflag &= ~c.COMPRESSED_FLAG
-        try:
-            items = decode_batch(body)
-        except ValueError as exc:
-            return req.response(ResponseCode.MESSAGE_ILLEGAL, f"malformed batch body: {exc}")
-        if not items:
-            return req.response(ResponseCode.MESSAGE_ILLEGAL, "the batch holds no message")
         queue_id = self._pick_queue(h, config)
         batch_props = parse_properties(h.properties) if h.properties else {}
         batch_props.pop(c.WAIT, None)
         batch_props[c.CLUSTER] = self.b.config.broker_cluster_name
-        for item in items:
-            bad = self._check_body(req, item.body)
-            if bad is not None:
-                return bad
-            if get_property(item.properties, c.DELAY):
-                return req.response(ResponseCode.MESSAGE_ILLEGAL, "batch messages cannot have a delay level")
+        batch_pstr = properties_to_string(batch_props)
+        # The C path writes the records straight from the body; it declines anything unusual,
+        # which then gets the checks (and the error answers) below.
+        scan = native.scan_batch(body, batch_pstr.encode("utf-8"), self.b.store_config.max_message_size) \
+            if native is not None else None
+        if scan is not None:
+            items: list[BatchItem] = []
+        else:
+            try:
+                items = decode_batch(body)
+            except ValueError as exc:
+                return req.response(ResponseCode.MESSAGE_ILLEGAL, f"malformed batch body: {exc}")
+            if not items:
+                return req.response(ResponseCode.MESSAGE_ILLEGAL, "the batch holds no message")
+            for item in items:
+                bad = self._check_body(req, item.body)
+                if bad is not None:
+                    return bad
+                if get_property(item.properties, c.DELAY):
+                    return req.response(ResponseCode.MESSAGE_ILLEGAL, "batch messages cannot have a delay level")
         batch = InnerBatch(
             topic=h.topic,
             queue_id=queue_id,
             items=items,
-            properties=properties_to_string(batch_props),
+            raw=body if scan is not None else None,
+            raw_scan=scan or (0, 0),
+            properties=batch_pstr,
             sysflag=sysflag,
             born_timestamp=h.born_timestamp,
             born_host=_ipv4_peer(conn),

@@ -1,0 +1,139 @@
+"""The C speed-ups (apogee._native) against their pure-Python references.
+
+Each C function must give exactly what its reference gives; where the reference raises or
+the C path declines (scan_batch answering None), the pure path stays in charge.
+"""
+
+from __future__ import annotations
+
+import random
+import struct
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from apogee.common import message_codec as mc
+from apogee.common.accel import native
+from apogee.common.java_hash import index_hashes_py, java_hash_unsigned_py, tags_code
+
+pytestmark = pytest.mark.skipif(native is None, reason="apogee._native is not built")
+
+texts = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=40)
+
+
+@given(texts, st.integers(0, 0xFFFFFFFF))
+def test_java_hash_matches_reference(s: str, prefix: int) -> None:
+    assert native.java_hash(s) == java_hash_unsigned_py(s)
+    assert native.java_hash(s, prefix) == (prefix * pow(31, len(s.encode("utf-16-le")) // 2, 1 << 32)
+                                           + java_hash_unsigned_py(s)) & 0xFFFFFFFF
+
+
+def test_java_hash_known_values() -> None:
+    assert native.java_hash("hello") == 99162322
+    assert native.java_hash("\U0001F600") == java_hash_unsigned_py("\U0001F600")  # surrogate pair
+
+
+@given(st.integers(0, 0xFFFFFFFF), st.lists(texts, max_size=5))
+def test_index_hashes_match_reference(prefix: int, keys: list[str]) -> None:
+    assert native.index_hashes(prefix, keys) == index_hashes_py(prefix, keys)
+
+
+items_strategy = st.lists(
+    st.tuples(st.integers(-(2**31), 2**31 - 1), st.binary(max_size=64),
+              st.dictionaries(st.text("abcKEYS_ ", min_size=1, max_size=6), st.text("xyz é😀", min_size=1, max_size=8),
+                              max_size=3).map(mc.properties_to_string)),
+    max_size=6,
+)
+
+
+@given(items_strategy)
+def test_encode_batch_matches_reference(items: list[tuple[int, bytes, str]]) -> None:
+    assert native.encode_batch(items) == mc.encode_batch_py(items)
+
+
+def _scan_reference(body: bytes, batch_props: str, max_body: int) -> tuple[int, int] | None:
+    """What scan_batch must answer when it accepts: decode_batch's items, sized as records."""
+    items = mc.decode_batch(body)
+    size = 0
+    for it in items:
+        joined = mc.join_properties(it.properties, batch_props).encode()
+        size += mc.OFF_BODY + len(it.body) + 2 + len(joined)
+    return len(items), size
+
+
+@settings(max_examples=300)
+@given(items_strategy.filter(bool), st.sampled_from(["", "CLUSTER\x01DefaultCluster"]), st.data())
+def test_scan_batch_accepts_only_what_the_pure_path_accepts(items: list[tuple[int, bytes, str]], bprops: str,
+                                                            data: st.DataObject) -> None:
+    body = bytearray(mc.encode_batch_py(items))
+    if data.draw(st.booleans()) and body:  # damage it
+        i = data.draw(st.integers(0, len(body) - 1))
+        body[i] = data.draw(st.integers(0, 255))
+    body = bytes(body)
+    got = native.scan_batch(body, bprops.encode(), 48)
+    if got is None:
+        return  # declined: the pure path decides
+    assert got == _scan_reference(body, bprops, 48)
+    decoded = mc.decode_batch(body)
+    assert all(0 < len(it.body) <= 48 and "\x00" not in it.properties for it in decoded)
+    assert all(mc.get_property(it.properties, "DELAY") is None for it in decoded)
+
+
+def test_scan_batch_declines_what_needs_an_answer() -> None:
+    ok = mc.encode_batch_py([(0, b"x", "TAGS\x01A")])
+    assert native.scan_batch(ok, b"", 10) == (1, mc.OFF_BODY + 1 + 2 + len("TAGS\x01A"))
+    assert native.scan_batch(b"", b"", 10) is None
+    assert native.scan_batch(mc.encode_batch_py([(0, b"", "")]), b"", 10) is None  # empty body
+    assert native.scan_batch(mc.encode_batch_py([(0, b"x" * 11, "")]), b"", 10) is None  # too big
+    assert native.scan_batch(mc.encode_batch_py([(0, b"x", "DELAY\x013")]), b"", 10) is None
+    assert native.scan_batch(mc.encode_batch_py([(0, b"x", "A\x01\x00")]), b"", 10) is None  # NUL
+    assert native.scan_batch(ok[:-1], b"", 10) is None  # truncated
+    bad_utf8 = ok[:-1] + b"\xff"
+    assert native.scan_batch(bad_utf8, b"", 10) is None
+    assert native.scan_batch(mc.encode_batch_py([(0, b"x", "K\x01" + "v" * 32760)]), b"CLUSTER\x01c", 10) is None
+
+
+def test_write_batch_records_equal_write_record() -> None:
+    rng = random.Random(7)
+    items = []
+    for i in range(40):
+        props = {"TAGS": rng.choice(["A", "B", "é", ""]), "KEYS": rng.choice(["k1 k2", " k3  ", "😀 x", ""]),
+                 "UNIQ_KEY": f"U{i}" if i % 3 else ""}
+        items.append((rng.randrange(-5, 5), bytes(rng.randrange(256) for _ in range(rng.randrange(1, 30))),
+                      mc.properties_to_string({k: v for k, v in props.items() if v})))
+    body = mc.encode_batch_py(items)
+    bprops = "CLUSTER\x01DefaultCluster"
+    count, size = native.scan_batch(body, bprops.encode(), 1 << 20)
+    tf = mc.topic_field("TopicX")
+    buf = bytearray(size + count * len(tf) + 10)
+    cq, index, ids, tags = native.write_batch(buf, 10, body, bprops.encode(), tf, 3, 100, 5000, 0, 77,
+                                              bytes([10, 0, 0, 2]), 5000, 88, bytes([10, 0, 0, 1]), 10911, 0, 12345)
+    expected = bytearray(10)
+    phys = 5000
+    want_cq = b""
+    offsets = []
+    for n, (flag, b, p) in enumerate(items):
+        joined = mc.join_properties(p, bprops)
+        rec = mc.encode_record(topic="TopicX", body=b, queue_id=3, flag=flag, queue_offset=100 + n,
+                               physical_offset=phys, born_timestamp=77, born_host=("10.0.0.2", 5000),
+                               store_timestamp=88, store_host=("10.0.0.1", 10911), properties=joined)
+        expected += rec
+        offsets.append(phys)
+        want_cq += struct.pack(">qiq", phys, len(rec), tags_code(mc.get_property(joined, "TAGS")))
+        phys += len(rec)
+    assert bytes(buf) == bytes(expected)
+    assert cq == want_cq
+    assert ids.split(",") == [mc.create_offset_msg_id("10.0.0.1", 10911, off) for off in offsets]
+    assert sorted(tags) == sorted({struct.unpack_from(">q", want_cq, i * 20 + 12)[0] for i in range(count)})
+    # index entries: UNIQ_KEY, then KEYS tokens, per message, with its offset
+    want_index = []
+    phys = 5000
+    for _flag, b, p in items:
+        joined = mc.join_properties(p, bprops)
+        tokens = [t for t in [mc.get_property(joined, "UNIQ_KEY")] if t]
+        tokens += [t for t in (mc.get_property(joined, "KEYS") or "").split(" ") if t]
+        want_index += [(h, phys) for h in index_hashes_py(12345, tokens)]
+        phys += mc.record_size(len(b), len(tf), 2 + len(joined.encode()))
+    got_index = [struct.unpack_from("=I4xq", index, i) for i in range(0, len(index), 16)]
+    assert got_index == want_index
