@@ -17,6 +17,7 @@ $(STAMP): $(BUILD_INPUTS)
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is required"'
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
+	rm -f src/apogee/_native*.so  # never keep a stale build of the C speed-ups
 	$(PY) -m pip install --quiet -c constraints.txt -e '.[test,spark]'
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)

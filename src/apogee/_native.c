@@ -17,8 +17,10 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 #include <zlib.h>
 
 #define RECORD_FIXED 88 /* TOTALSIZE .. BODYLENGTH of an IPv4 record */
@@ -580,6 +582,305 @@ done:
     return result;
 }
 
+/* ---- client side: PULL body -> MessageExt ------------------------------------------------------ */
+
+/* MessageExt is a slotted dataclass; its fields are written straight into the slots (the
+ * dataclass __init__ only assigns them), in the order of its positional __init__. */
+static const char *EXT_FIELDS[] = {
+    "topic", "body", "flag", "properties", "queue_id", "store_size", "queue_offset", "sys_flag",
+    "born_timestamp", "born_host", "store_timestamp", "store_host", "msg_id", "offset_msg_id",
+    "commit_log_offset", "body_crc", "reconsume_times", "prepared_transaction_offset",
+};
+#define N_EXT_FIELDS 18
+static PyTypeObject *ext_type = NULL;
+static Py_ssize_t ext_offsets[N_EXT_FIELDS];
+
+static int bind_ext_type(PyObject *cls) {
+    if ((PyObject *)ext_type == cls) return 0;
+    if (!PyType_Check(cls)) { PyErr_SetString(PyExc_TypeError, "cls must be a type"); return -1; }
+    for (int i = 0; i < N_EXT_FIELDS; i++) {
+        PyObject *d = PyObject_GetAttrString(cls, EXT_FIELDS[i]);
+        if (!d) return -1;
+        if (Py_TYPE(d) != &PyMemberDescr_Type || ((PyMemberDescrObject *)d)->d_member->type != T_OBJECT_EX) {
+            Py_DECREF(d);
+            PyErr_Format(PyExc_TypeError, "%s is not a slot", EXT_FIELDS[i]);
+            return -1;
+        }
+        ext_offsets[i] = ((PyMemberDescrObject *)d)->d_member->offset;
+        Py_DECREF(d);
+    }
+    Py_XDECREF(ext_type);
+    Py_INCREF(cls);
+    ext_type = (PyTypeObject *)cls;
+    return 0;
+}
+
+static PyObject *ip_text(const unsigned char *ip) {
+    return PyUnicode_FromFormat("%u.%u.%u.%u", ip[0], ip[1], ip[2], ip[3]);
+}
+
+#define NAME_CACHE 16
+
+PyDoc_STRVAR(decode_records_doc,
+"decode_records(buf: bytes, pos: int, cls: type) -> (list, stop)\n\n"
+"Decode the records of a PULL body from pos into cls (MessageExt) objects, exactly as\n"
+"message_codec.decode_records_fast does, until the end, a blank or malformed record, or a\n"
+"record the C path leaves to Python (IPv6 hosts, a compressed body, text that is not valid\n"
+"UTF-8); stop is that record's position.");
+
+static PyObject *decode_records(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t pos;
+    PyObject *cls;
+    if (!PyArg_ParseTuple(args, "y*nO", &view, &pos, &cls)) return NULL;
+    if (bind_ext_type(cls) < 0) { PyBuffer_Release(&view); return NULL; }
+    const unsigned char *b = view.buf;
+    Py_ssize_t end = view.len;
+    PyObject *out = PyList_New(0);
+    PyObject *topic = NULL, *born = NULL, *store = NULL, *uniq_name = NULL;
+    unsigned char last_topic[256], last_born[8], last_store[8];
+    Py_ssize_t last_topic_len = -1;
+    int have_born = 0, have_store = 0;
+    PyObject *names[NAME_CACHE];
+    Py_ssize_t nnames = 0;
+    PyObject *vals[N_EXT_FIELDS];
+    if (!out) goto fail;
+    uniq_name = PyUnicode_FromString("UNIQ_KEY");
+    if (!uniq_name) goto fail;
+    while (pos + 8 <= end) {
+        const unsigned char *r = b + pos;
+        int32_t total = (int32_t)rd32(r);
+        uint32_t magic = rd32(r + 4);
+        if (magic != MAGIC_CODE || total < RECORD_FIXED + 3 || total > end - pos) break;
+        int32_t sysflag = (int32_t)rd32(r + 36);
+        if (sysflag & (0x10 | 0x20 | 0x1)) break; /* IPv6 hosts or compressed: Python */
+        int32_t body_len = (int32_t)rd32(r + 84);
+        if (body_len < 0 || body_len > total - RECORD_FIXED - 3) break;
+        const unsigned char *t = r + RECORD_FIXED + body_len;
+        int tlen = t[0];
+        if (tlen > 127 || RECORD_FIXED + body_len + 1 + tlen + 2 > total) break;
+        const unsigned char *pp = t + 1 + tlen;
+        int plen = (pp[0] << 8) | pp[1];
+        if (RECORD_FIXED + body_len + 1 + tlen + 2 + plen != total) break;
+        const unsigned char *props = pp + 2;
+        if (!valid_text(props, plen) || !valid_text(t + 1, tlen)) break;
+        /* topic, hosts: reused while they repeat */
+        if (tlen != last_topic_len || memcmp(last_topic, t + 1, tlen) != 0) {
+            PyObject *nt = PyUnicode_DecodeUTF8((const char *)t + 1, tlen, NULL);
+            if (!nt) goto fail;
+            Py_XSETREF(topic, nt);
+            memcpy(last_topic, t + 1, tlen);
+            last_topic_len = tlen;
+        }
+        if (!have_born || memcmp(last_born, r + 48, 8) != 0) {
+            PyObject *ip = ip_text(r + 48);
+            if (!ip) goto fail;
+            PyObject *nb = Py_BuildValue("(Ni)", ip, (int32_t)rd32(r + 52));
+            if (!nb) goto fail;
+            Py_XSETREF(born, nb);
+            memcpy(last_born, r + 48, 8);
+            have_born = 1;
+        }
+        if (!have_store || memcmp(last_store, r + 64, 8) != 0) {
+            PyObject *ip = ip_text(r + 64);
+            if (!ip) goto fail;
+            PyObject *ns = Py_BuildValue("(Ni)", ip, (int32_t)rd32(r + 68));
+            if (!ns) goto fail;
+            Py_XSETREF(store, ns);
+            memcpy(last_store, r + 64, 8);
+            have_store = 1;
+        }
+        /* properties: split at 0x02, name/value at the first 0x01, empty ones dropped */
+        PyObject *pd = PyDict_New();
+        if (!pd) goto fail;
+        Py_ssize_t a = 0;
+        while (a <= plen && plen) {
+            const unsigned char *sep = memchr(props + a, 0x02, plen - a);
+            Py_ssize_t z = sep ? sep - props : plen;
+            const unsigned char *one = memchr(props + a, 0x01, z - a);
+            if (one) {
+                Py_ssize_t nl = one - (props + a), vl = z - (one - props) - 1;
+                if (nl > 0 && vl > 0) {
+                    PyObject *name = NULL;
+                    for (Py_ssize_t k = 0; k < nnames; k++) {
+                        if (PyUnicode_GET_LENGTH(names[k]) == nl && PyUnicode_KIND(names[k]) == PyUnicode_1BYTE_KIND &&
+                            memcmp(PyUnicode_DATA(names[k]), props + a, nl) == 0) { name = names[k]; Py_INCREF(name); break; }
+                    }
+                    if (!name) {
+                        name = PyUnicode_DecodeUTF8((const char *)props + a, nl, NULL);
+                        if (!name) { Py_DECREF(pd); goto fail; }
+                        if (nnames < NAME_CACHE && PyUnicode_IS_ASCII(name)) {
+                            PyUnicode_InternInPlace(&name);
+                            Py_INCREF(name);
+                            names[nnames++] = name;
+                        }
+                    }
+                    PyObject *value = PyUnicode_DecodeUTF8((const char *)one + 1, vl, NULL);
+                    if (!value || PyDict_SetItem(pd, name, value) < 0) {
+                        Py_XDECREF(value); Py_DECREF(name); Py_DECREF(pd); goto fail;
+                    }
+                    Py_DECREF(value);
+                    Py_DECREF(name);
+                }
+            }
+            if (!sep) break;
+            a = z + 1;
+        }
+        /* offset msg id: store host (8 bytes) + physical offset, hex */
+        PyObject *oid = PyUnicode_New(32, 127);
+        if (!oid) { Py_DECREF(pd); goto fail; }
+        unsigned char *o = PyUnicode_1BYTE_DATA(oid);
+        for (int k = 0; k < 8; k++) { *o++ = HEX[r[64 + k] >> 4]; *o++ = HEX[r[64 + k] & 15]; }
+        for (int k = 0; k < 8; k++) { *o++ = HEX[r[28 + k] >> 4]; *o++ = HEX[r[28 + k] & 15]; }
+        PyObject *mid = PyDict_GetItemWithError(pd, uniq_name);
+        if (!mid && PyErr_Occurred()) { Py_DECREF(pd); Py_DECREF(oid); goto fail; }
+        if (!mid || PyUnicode_GET_LENGTH(mid) == 0) mid = oid;
+        Py_INCREF(mid);
+        vals[0] = topic; Py_INCREF(topic);
+        vals[1] = PyBytes_FromStringAndSize((const char *)r + RECORD_FIXED, body_len);
+        vals[2] = PyLong_FromLong((int32_t)rd32(r + 16));
+        vals[3] = pd;
+        vals[4] = PyLong_FromLong((int32_t)rd32(r + 12));
+        vals[5] = PyLong_FromLong(total);
+        vals[6] = PyLong_FromLongLong((int64_t)(((uint64_t)rd32(r + 20) << 32) | rd32(r + 24)));
+        vals[7] = PyLong_FromLong(sysflag);
+        vals[8] = PyLong_FromLongLong((int64_t)(((uint64_t)rd32(r + 40) << 32) | rd32(r + 44)));
+        vals[9] = born; Py_INCREF(born);
+        vals[10] = PyLong_FromLongLong((int64_t)(((uint64_t)rd32(r + 56) << 32) | rd32(r + 60)));
+        vals[11] = store; Py_INCREF(store);
+        vals[12] = mid;
+        vals[13] = oid;
+        vals[14] = PyLong_FromLongLong((int64_t)(((uint64_t)rd32(r + 28) << 32) | rd32(r + 32)));
+        vals[15] = PyLong_FromLong((int32_t)rd32(r + 8));
+        vals[16] = PyLong_FromLong((int32_t)rd32(r + 72));
+        vals[17] = PyLong_FromLongLong((int64_t)(((uint64_t)rd32(r + 76) << 32) | rd32(r + 80)));
+        int bad = 0;
+        for (int k = 0; k < N_EXT_FIELDS; k++) if (!vals[k]) bad = 1;
+        PyObject *obj = bad ? NULL : ext_type->tp_alloc(ext_type, 0);
+        if (!obj) {
+            for (int k = 0; k < N_EXT_FIELDS; k++) Py_XDECREF(vals[k]);
+            goto fail;
+        }
+        for (int k = 0; k < N_EXT_FIELDS; k++) *(PyObject **)((char *)obj + ext_offsets[k]) = vals[k];
+        int rc = PyList_Append(out, obj);
+        Py_DECREF(obj);
+        if (rc < 0) goto fail;
+        pos += total;
+    }
+    for (Py_ssize_t k = 0; k < nnames; k++) Py_DECREF(names[k]);
+    Py_XDECREF(topic); Py_XDECREF(born); Py_XDECREF(store); Py_XDECREF(uniq_name);
+    PyBuffer_Release(&view);
+    return Py_BuildValue("Nn", out, pos);
+fail:
+    for (Py_ssize_t k = 0; k < nnames; k++) Py_DECREF(names[k]);
+    Py_XDECREF(topic); Py_XDECREF(born); Py_XDECREF(store); Py_XDECREF(uniq_name);
+    Py_XDECREF(out);
+    PyBuffer_Release(&view);
+    return NULL;
+}
+
+/* ---- client side: properties string and UNIQ_KEY ---------------------------------------------- */
+
+PyDoc_STRVAR(properties_to_string_doc,
+"properties_to_string(props: dict[str, str], strict: bool = False) -> str | None\n\n"
+"name\\x01value joined by \\x02, None values skipped (reference:\n"
+"message_codec.properties_to_string).  TypeError for a key or value that is not str; with\n"
+"strict, None instead for any of that, an empty name or a \\x01/\\x02 inside (what\n"
+"producer.validate_message refuses).");
+
+static int has_separator(PyObject *s) {
+    Py_ssize_t n = PyUnicode_GET_LENGTH(s);
+    if (PyUnicode_KIND(s) == PyUnicode_1BYTE_KIND) {
+        const Py_UCS1 *p = PyUnicode_1BYTE_DATA(s);
+        for (Py_ssize_t i = 0; i < n; i++) if (p[i] == 1 || p[i] == 2) return 1;
+        return 0;
+    }
+    return PyUnicode_FindChar(s, 1, 0, n, 1) >= 0 || PyUnicode_FindChar(s, 2, 0, n, 1) >= 0;
+}
+
+static PyObject *properties_to_string(PyObject *self, PyObject *args) {
+    PyObject *d;
+    int strict = 0;
+    if (!PyArg_ParseTuple(args, "O|p", &d, &strict)) return NULL;
+    if (!PyDict_CheckExact(d)) { PyErr_SetString(PyExc_TypeError, "a dict is required"); return NULL; }
+    PyObject *k, *v;
+    Py_ssize_t it = 0, len = 0, n = 0;
+    Py_UCS4 maxchar = 127;
+    while (PyDict_Next(d, &it, &k, &v)) {
+        if (v == Py_None && !strict) continue;
+        if (!PyUnicode_CheckExact(k) || !PyUnicode_CheckExact(v)) {
+            if (strict) Py_RETURN_NONE;
+            PyErr_SetString(PyExc_TypeError, "property names and values must be str");
+            return NULL;
+        }
+        if (strict && (PyUnicode_GET_LENGTH(k) == 0 || has_separator(k) || has_separator(v))) Py_RETURN_NONE;
+        len += PyUnicode_GET_LENGTH(k) + 1 + PyUnicode_GET_LENGTH(v);
+        Py_UCS4 mk = PyUnicode_MAX_CHAR_VALUE(k), mv = PyUnicode_MAX_CHAR_VALUE(v);
+        if (mk > maxchar) maxchar = mk;
+        if (mv > maxchar) maxchar = mv;
+        n++;
+    }
+    if (n) len += n - 1;
+    PyObject *out = PyUnicode_New(len, maxchar);
+    if (!out) return NULL;
+    Py_ssize_t at = 0, i = 0;
+    it = 0;
+    while (PyDict_Next(d, &it, &k, &v)) {
+        if (v == Py_None) continue;
+        if (i++) PyUnicode_WRITE(PyUnicode_KIND(out), PyUnicode_DATA(out), at++, 0x02);
+        if (PyUnicode_CopyCharacters(out, at, k, 0, PyUnicode_GET_LENGTH(k)) < 0) { Py_DECREF(out); return NULL; }
+        at += PyUnicode_GET_LENGTH(k);
+        PyUnicode_WRITE(PyUnicode_KIND(out), PyUnicode_DATA(out), at++, 0x01);
+        if (PyUnicode_CopyCharacters(out, at, v, 0, PyUnicode_GET_LENGTH(v)) < 0) { Py_DECREF(out); return NULL; }
+        at += PyUnicode_GET_LENGTH(v);
+    }
+    return out;
+}
+
+PyDoc_STRVAR(uniq_id_doc,
+"uniq_id(prefix: str, millis: int, seq: int) -> str\n\n"
+"prefix + %08X of millis (low 32 bits) + %04X of seq (low 16 bits): the tail of a UNIQ_KEY\n"
+"(reference: message_id.UniqIdGenerator.next_id).");
+
+static PyObject *uniq_id(PyObject *self, PyObject *args) {
+    PyObject *prefix;
+    unsigned long long millis, seq;
+    if (!PyArg_ParseTuple(args, "UKK", &prefix, &millis, &seq)) return NULL;
+    if (!PyUnicode_IS_ASCII(prefix)) { PyErr_SetString(PyExc_ValueError, "prefix must be ASCII"); return NULL; }
+    Py_ssize_t pl = PyUnicode_GET_LENGTH(prefix);
+    PyObject *out = PyUnicode_New(pl + 12, 127);
+    if (!out) return NULL;
+    unsigned char *w = PyUnicode_1BYTE_DATA(out);
+    memcpy(w, PyUnicode_1BYTE_DATA(prefix), pl);
+    w += pl;
+    uint32_t m = (uint32_t)millis;
+    for (int k = 7; k >= 0; k--) { w[k] = HEX[m & 15]; m >>= 4; }
+    uint32_t q = (uint32_t)seq & 0xFFFF;
+    for (int k = 11; k >= 8; k--) { w[k] = HEX[q & 15]; q >>= 4; }
+    return out;
+}
+
+PyDoc_STRVAR(uniq_id_now_doc,
+"uniq_id_now(prefix: str, start_ms: int, next_start_ms: int, seq: int) -> str | None\n\n"
+"uniq_id(prefix, now_ms - start_ms, seq) with now_ms read from the wall clock here; None once\n"
+"now_ms >= next_start_ms (the month rolled over: the caller recomputes its start).");
+
+static PyObject *uniq_id_now(PyObject *self, PyObject *args) {
+    PyObject *prefix;
+    long long start, next_start;
+    unsigned long long seq;
+    if (!PyArg_ParseTuple(args, "ULLK", &prefix, &start, &next_start, &seq)) return NULL;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    long long now = (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    if (now >= next_start) Py_RETURN_NONE;
+    PyObject *call = Py_BuildValue("(OKK)", prefix, (unsigned long long)((now - start) & 0xFFFFFFFFll), seq);
+    if (!call) return NULL;
+    PyObject *out = uniq_id(self, call);
+    Py_DECREF(call);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"java_hash", java_hash, METH_VARARGS, java_hash_doc},
     {"index_hashes", index_hashes, METH_VARARGS, index_hashes_doc},
@@ -587,6 +888,10 @@ static PyMethodDef methods[] = {
     {"write_batch", write_batch, METH_VARARGS, write_batch_doc},
     {"index_put", index_put, METH_VARARGS, index_put_doc},
     {"encode_batch", encode_batch, METH_O, encode_batch_doc},
+    {"decode_records", decode_records, METH_VARARGS, decode_records_doc},
+    {"properties_to_string", properties_to_string, METH_VARARGS, properties_to_string_doc},
+    {"uniq_id_now", uniq_id_now, METH_VARARGS, uniq_id_now_doc},
+    {"uniq_id", uniq_id, METH_VARARGS, uniq_id_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -68,6 +68,7 @@ class CppRun:
         )
         self.stdout = ""
         self.stderr = ""
+        self._early = ""  # lines read before 'started' (the consumer may receive first)
 
     def wait(self, timeout: float = 120) -> list[dict]:
         try:
@@ -76,7 +77,7 @@ class CppRun:
             self.proc.kill()
             out, err = self.proc.communicate()
             raise AssertionError(f"C++ client {self.args} timed out:\n{err.decode(errors='replace')[-3000:]}")
-        self.stdout = out.decode(errors="replace")
+        self.stdout = self._early + out.decode(errors="replace")
         self.stderr = err.decode(errors="replace")
         events = [json.loads(line) for line in self.stdout.splitlines() if line.startswith("{")]
         if self.proc.returncode != 0:
@@ -88,9 +89,16 @@ class CppRun:
     def wait_started(self, timeout: float = 30) -> None:
         """Block until the script printed its 'started' event (consumers)."""
         assert self.proc.stdout is not None
-        line = self.proc.stdout.readline().decode()
-        if '"started"' not in line:
-            raise AssertionError(f"consumer did not start: {line!r} {self.proc.stderr.read().decode() if self.proc.stderr else ''}")
+        # The C++ consumer's threads can deliver a message before the script prints 'started':
+        # keep such lines for wait().
+        while True:
+            line = self.proc.stdout.readline().decode()
+            if '"started"' in line:
+                return
+            if not line.startswith("{"):
+                stderr = self.proc.stderr.read().decode() if self.proc.stderr else ""
+                raise AssertionError(f"consumer did not start: {self._early + line!r} {stderr}")
+            self._early += line
 
 
 def cpp(*args: str) -> CppRun:

@@ -33,6 +33,7 @@ from apogee.client.instance import ClientInstance, TopicPublishInfo
 from apogee.client.selectors import MessageQueueSelector
 from apogee.client.types import SendResult, SendStatus
 from apogee.common import constants as c
+from apogee.common.accel import native
 from apogee.common.message import Message, MessageQueue
 from apogee.common.message_codec import encode_batch, properties_to_string
 from apogee.common.message_id import UniqIdGenerator
@@ -115,6 +116,10 @@ def validate_message(msg: Message, max_message_size: int) -> None:
 
 
 _valid_topics: set[str] = set()
+_DELAY = c.DELAY
+_TRAN = c.TRAN_MSG
+_UNIQ = c.UNIQ_KEY
+_RETRY_PREFIX = c.RETRY_GROUP_TOPIC_PREFIX
 
 
 def check_topic(topic: str) -> None:
@@ -199,6 +204,8 @@ class Producer:
         self._topics: set[str] = set()
         self._hooks: list[SendHook] = []
         self._running = False
+        self._fast_async = False  # running with auto_batch: send_async may take its fast path
+        self._fast_body_limit = min(cfg.compress_msg_body_over_howmuch, cfg.max_message_size + 1)
         self._loop: asyncio.AbstractEventLoop | None = None
         # Backpressure: free in-flight slots and the senders waiting for one.
         self._free = cfg.max_inflight_messages
@@ -221,6 +228,7 @@ class Producer:
             raise
         self._ids = UniqIdGenerator(self._instance.config.client_ip)
         self._running = True
+        self._fast_async = self.config.auto_batch
         log.info("producer %s started as %s", self.group, self._instance.client_id)
         return self
 
@@ -233,6 +241,7 @@ class Producer:
         except TimeoutError:
             log.warning("producer %s shut down with %d messages still in flight", self.group, self.inflight)
         self._running = False
+        self._fast_async = False
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -280,6 +289,11 @@ class Producer:
     def _properties(msg: Message) -> str:
         """The properties string; a name or value holding a separator is refused here."""
         props = msg.properties
+        if native is not None and props.__class__ is dict:
+            text: str | None = native.properties_to_string(props, True)
+            if text is None:
+                validate_message(msg, 1 << 62)  # raises with the reason
+            return text  # type: ignore[return-value]
         text = properties_to_string(props)
         if text.count("\x01") != len(props) or text.count("\x02") != len(props) - 1:
             validate_message(msg, 1 << 62)
@@ -644,6 +658,22 @@ class Producer:
         gives the result or raises.  ``callback(result, exception)`` runs too when given.
         Failed sends are retried ``retry_times_when_send_async_failed`` times.
         """
+        # The common case first, checked in one place: an auto-batched message with a free
+        # in-flight slot (the checks are validate_message's and the batching conditions below).
+        if self._fast_async and callback is None and queue is None and selector is None and timeout_ms is None \
+                and self._free > 0:
+            props = msg.properties
+            body = msg.body
+            if (msg.topic in _valid_topics and body.__class__ is bytes and 0 < len(body) < self._fast_body_limit
+                    and _DELAY not in props and _TRAN not in props and not msg.topic.startswith(_RETRY_PREFIX)):
+                self._free -= 1
+                fut: asyncio.Future[SendResult] = self._loop.create_future()  # type: ignore[union-attr]
+                try:
+                    self._append(msg, fut, None)
+                except BaseException:  # a property that cannot go out: the slot is not used
+                    self._release(1)
+                    raise
+                return fut
         self._check_running()
         self._validate(msg)
         if self._free <= 0:
@@ -651,7 +681,7 @@ class Producer:
         self._free -= 1
         loop = self._loop
         assert loop is not None
-        fut: asyncio.Future[SendResult] = loop.create_future()
+        fut = loop.create_future()
         if callback is not None:
             fut.add_done_callback(_callback_adapter(callback))
         try:
@@ -667,7 +697,11 @@ class Producer:
             and not msg.topic.startswith(c.RETRY_GROUP_TOPIC_PREFIX)
             and timeout_ms is None
         ):
-            self._append(msg, fut, fixed)
+            try:
+                self._append(msg, fut, fixed)
+            except BaseException:
+                self._release(1)
+                raise
         else:
             self._spawn(self._send_single_async(msg, fut, fixed, timeout_ms))
         return fut
@@ -742,6 +776,11 @@ class Producer:
     # --- auto-batching ------------------------------------------------------------------------
 
     def _append(self, msg: Message, fut: asyncio.Future[SendResult], queue: MessageQueue | None) -> None:
+        uniq = msg.properties.get(_UNIQ)
+        if not uniq:
+            uniq = msg.properties[_UNIQ] = self._ids.next_id()  # type: ignore[union-attr]
+        props = self._properties(msg)  # may refuse the message: before any batch is touched
+        body = msg.body
         key = (msg.topic, queue)
         batch = self._pending.get(key)
         if batch is None:
@@ -753,9 +792,6 @@ class Producer:
                 batch.handle = loop.call_later(self.config.batch_linger_ms / 1000, self._flush_key, key)
             else:
                 batch.handle = loop.call_soon(self._flush_key, key)
-        uniq = self._uniq(msg)
-        props = self._properties(msg)
-        body = msg.body
         batch.items.append((msg.flag, body, props))
         batch.futures.append(fut)
         batch.uniqs.append(uniq)

@@ -22,6 +22,8 @@ import struct
 import threading
 import time
 
+from apogee.common.accel import native
+
 _OFFSET_ID = struct.Struct(">4sIq")
 _OFFSET_ID_V6 = struct.Struct(">16sIq")
 _UNIQ_TAIL = struct.Struct(">IH")
@@ -115,6 +117,10 @@ class UniqIdGenerator:
     def next_id(self) -> str:
         # Hot path (one call per message sent): no lock unless the month rolls over, since
         # next() on itertools.count is atomic under the GIL; hex digits by format, not pack.
+        if native is not None:
+            fast = native.uniq_id_now(self._prefix, self._start_ms, self._next_start_ms, next(self._counter))
+            if fast is not None:
+                return fast  # type: ignore[no-any-return]
         now = int(time.time() * 1000)
         if now >= self._next_start_ms:
             with self._lock:

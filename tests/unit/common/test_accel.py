@@ -137,3 +137,72 @@ def test_write_batch_records_equal_write_record() -> None:
         phys += mc.record_size(len(b), len(tf), 2 + len(joined.encode()))
     got_index = [struct.unpack_from("=I4xq", index, i) for i in range(0, len(index), 16)]
     assert got_index == want_index
+
+
+records_strategy = st.lists(
+    st.fixed_dictionaries({
+        "topic": st.text("abcé中", min_size=1, max_size=10),
+        "body": st.binary(max_size=40),
+        "props": st.dictionaries(st.sampled_from(["TAGS", "KEYS", "UNIQ_KEY", "a", "ü"]),
+                                 st.text("xy 😀\x01", min_size=0, max_size=5), max_size=4),
+        "sysflag": st.sampled_from([0, 0x1, 0x4]),
+        "flag": st.integers(-(2**31), 2**31 - 1),
+        "qoff": st.integers(0, 2**62),
+        "store_host": st.sampled_from([("10.0.0.1", 10911), ("192.168.1.200", 1)]),
+    }),
+    max_size=6,
+)
+
+
+@settings(max_examples=200)
+@given(records_strategy, st.booleans())
+def test_decode_records_matches_reference(records: list[dict], inflate: bool) -> None:
+    import zlib
+    buf = b""
+    for r in records:
+        body = zlib.compress(r["body"]) if r["sysflag"] & 1 else r["body"]
+        buf += mc.encode_record(topic=r["topic"], body=body, flag=r["flag"], queue_offset=r["qoff"],
+                                physical_offset=len(buf), sysflag=r["sysflag"], born_host=("1.2.3.4", 5),
+                                store_host=r["store_host"], properties=mc.properties_to_string(r["props"]))
+    assert mc.decode_records_fast(buf, inflate=inflate) == mc._decode_records_fast_py(buf, inflate=inflate) \
+        == mc.decode_records(buf, inflate=inflate)
+
+
+def test_decode_records_stops_at_blank_and_reports_malformed() -> None:
+    one = mc.encode_record(topic="T", body=b"x", properties="UNIQ_KEY\x01U1")
+    blank = struct.pack(">ii", 64, mc.BLANK_MAGIC_CODE) + bytes(56)
+    assert [m.msg_id for m in mc.decode_records_fast(one + blank + one)] == ["U1"]
+    with pytest.raises(ValueError):
+        mc.decode_records_fast(one + one[:50] + bytes(20))
+
+
+@given(st.dictionaries(texts, st.one_of(st.none(), texts), max_size=5))
+def test_properties_to_string_matches_reference(props: dict[str, str | None]) -> None:
+    assert native.properties_to_string(props) == mc.properties_to_string_py(props)  # type: ignore[arg-type]
+
+
+def test_properties_to_string_refuses_non_str_and_falls_back() -> None:
+    with pytest.raises(TypeError):
+        native.properties_to_string({"a": 1})
+    assert mc.properties_to_string({"a": 1}) == "a\x011"  # type: ignore[dict-item]
+
+
+@given(st.integers(0, 2**40), st.integers(0, 2**20))
+def test_uniq_id_tail_matches_reference(millis: int, seq: int) -> None:
+    prefix = "C0A80001" + "1234" + "DEADBEEF"
+    assert native.uniq_id(prefix, millis, seq) == f"{prefix}{millis & 0xFFFFFFFF:08X}{seq & 0xFFFF:04X}"
+
+
+def test_strict_properties_string_declines_what_validation_refuses() -> None:
+    assert native.properties_to_string({"a": "b", "c": "d"}, True) == "a\x01b\x02c\x01d"
+    for bad in ({"a": "x\x01y"}, {"a\x02": "y"}, {"": "y"}, {"a": None}, {"a": 1}):
+        assert native.properties_to_string(bad, True) is None
+
+
+def test_uniq_id_now_reads_the_clock_and_reports_the_month_rollover() -> None:
+    import time
+
+    now = int(time.time() * 1000)
+    got = native.uniq_id_now("P", now - 5000, now + 60_000, 0x12345)
+    assert got[:1] == "P" and got[-4:] == "2345" and 5000 <= int(got[1:9], 16) < 65_000
+    assert native.uniq_id_now("P", now - 5000, now - 1, 1) is None
