@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -38,13 +39,23 @@ from apogee.spark.broker import Cluster  # noqa: E402
 from tests.spark.conftest import start_broker, wait_for_queues  # noqa: E402
 from tests.support.processes import start_namesrv  # noqa: E402
 
+REPEAT = 1
 
-def timed(label: str, n: int, action: Callable[[], Any], results: list[tuple[str, int, float]]) -> float:
-    start = time.perf_counter()
-    action()
-    wall = time.perf_counter() - start
+
+def timed(
+    label: str, n: int, action: Callable[[int], Any], results: list[tuple[str, int, float]], repeat: int = 0
+) -> float:
+    """Run ``action(run)`` ``REPEAT`` times; print every run's rate and their median (the
+    machine is shared, so single runs are noisy)."""
+    walls = []
+    for run in range(repeat or REPEAT):
+        start = time.perf_counter()
+        action(run)
+        walls.append(time.perf_counter() - start)
+    wall = statistics.median(walls)
     results.append((label, n, wall))
-    print(f"  {label:<44} {n / wall:>10,.0f} msgs/s  ({wall:6.1f} s)", flush=True)
+    runs = "" if len(walls) == 1 else "  runs: " + ", ".join(f"{n / w:,.0f}" for w in walls)
+    print(f"  {label:<44} {n / wall:>10,.0f} msgs/s  ({wall:6.1f} s){runs}", flush=True)
     return wall
 
 
@@ -57,7 +68,10 @@ def main() -> None:
     parser.add_argument("--big-pulls", action="store_true")
     parser.add_argument("--eos-messages", type=int, default=200_000, help="rows for the exactly-once write (slow)")
     parser.add_argument("--skip", default="", help="comma-separated: write,read,stream,swrite,eos")
+    parser.add_argument("--repeat", type=int, default=1, help="runs of each timed query (the median is printed)")
     args = parser.parse_args()
+    global REPEAT
+    REPEAT = max(1, args.repeat)
     skip = set(filter(None, args.skip.split(",")))
     n = args.messages
     base = Path(tempfile.mkdtemp(prefix="spark-bench-"))
@@ -101,7 +115,7 @@ def main() -> None:
         timed(
             "batch write: apogee",
             n,
-            lambda: (
+            lambda run: (
                 spark.read.parquet(src)
                 .write.format("apogee")
                 .option("namesrv", ns)
@@ -110,12 +124,13 @@ def main() -> None:
                 .save()
             ),
             results,
+            repeat=1,  # loads the topic the reads use
         )
         if "write" not in skip:
             timed(
                 "batch write: parquet",
                 n,
-                lambda: spark.read.parquet(src).write.parquet(str(base / "w.parquet")),
+                lambda run: spark.read.parquet(src).write.mode("overwrite").parquet(str(base / "w.parquet")),
                 results,
             )
         # The broker indexes (dispatches) what it stored asynchronously: wait until the topic's
@@ -133,19 +148,19 @@ def main() -> None:
             timed(
                 "batch read: apogee -> noop",
                 n,
-                lambda: reader(topics["W"]).write.format("noop").mode("overwrite").save(),
+                lambda run: reader(topics["W"]).write.format("noop").mode("overwrite").save(),
                 results,
             )
             timed(
                 "batch read: parquet -> noop",
                 n,
-                lambda: spark.read.parquet(src).write.format("noop").mode("overwrite").save(),
+                lambda run: spark.read.parquet(src).write.format("noop").mode("overwrite").save(),
                 results,
             )
             timed(
                 "batch read: apogee body only -> noop",
                 n,
-                lambda: (
+                lambda run: (
                     spark.read.format("apogee")
                     .schema("body binary")
                     .option("namesrv", ns)
@@ -173,19 +188,22 @@ def main() -> None:
             timed(
                 "stream read: apogee AvailableNow -> parquet",
                 n,
-                lambda: run_stream(
+                lambda run: run_stream(
                     reader(topics["W"], stream=True).select("topic", "queue_id", "queue_offset", "body"),
                     "parquet",
-                    "sr",
-                    path=str(base / "sr.parquet"),
+                    f"sr{run}",
+                    path=str(base / f"sr{run}.parquet"),
                 ),
                 results,
             )
             timed(
                 "stream read: parquet AvailableNow -> parquet",
                 n,
-                lambda: run_stream(
-                    spark.readStream.schema(schema).parquet(src), "parquet", "srp", path=str(base / "srp.parquet")
+                lambda run: run_stream(
+                    spark.readStream.schema(schema).parquet(src),
+                    "parquet",
+                    f"srp{run}",
+                    path=str(base / f"srp{run}.parquet"),
                 ),
                 results,
             )
@@ -193,10 +211,10 @@ def main() -> None:
             timed(
                 "stream write: parquet -> apogee atLeastOnce",
                 n,
-                lambda: run_stream(
+                lambda run: run_stream(
                     spark.readStream.schema(schema).parquet(src),
                     "apogee",
-                    "sw",
+                    f"sw{run}",
                     namesrv=ns,
                     topic=topics["S"],
                     deliveryGuarantee="atLeastOnce",
@@ -206,8 +224,11 @@ def main() -> None:
             timed(
                 "stream write: parquet -> parquet",
                 n,
-                lambda: run_stream(
-                    spark.readStream.schema(schema).parquet(src), "parquet", "swp", path=str(base / "swp.parquet")
+                lambda run: run_stream(
+                    spark.readStream.schema(schema).parquet(src),
+                    "parquet",
+                    f"swp{run}",
+                    path=str(base / f"swp{run}.parquet"),
                 ),
                 results,
             )
@@ -218,16 +239,23 @@ def main() -> None:
             timed(
                 "stream write: parquet -> apogee exactlyOnce",
                 k,
-                lambda: run_stream(
-                    spark.readStream.schema(schema).parquet(src_eos), "apogee", "se", namesrv=ns, topic=topics["E"]
+                lambda run: run_stream(
+                    spark.readStream.schema(schema).parquet(src_eos),
+                    "apogee",
+                    f"se{run}",
+                    namesrv=ns,
+                    topic=topics["E"],
                 ),
                 results,
             )
             timed(
                 "stream write: parquet -> parquet (same rows)",
                 k,
-                lambda: run_stream(
-                    spark.readStream.schema(schema).parquet(src_eos), "parquet", "sep", path=str(base / "sep.parquet")
+                lambda run: run_stream(
+                    spark.readStream.schema(schema).parquet(src_eos),
+                    "parquet",
+                    f"sep{run}",
+                    path=str(base / f"sep{run}.parquet"),
                 ),
                 results,
             )

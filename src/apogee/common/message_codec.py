@@ -627,3 +627,115 @@ def decode_batch(body: bytes | bytearray | memoryview) -> list[BatchItem]:
         items.append(BatchItem(flag, item_body, props))
         pos = p
     return items
+
+
+# --- columnar helpers (Spark connector) ---
+#
+# The Spark connector decodes PULL bodies column by column (numpy / Arrow) and encodes batch
+# bodies from columns, without a Python object per message.  It reads the fixed part of a
+# record through the names and offsets below, derived from ``RECORD_FIXED`` (so the layout
+# stays written once), and walks and encodes records with the functions here.
+
+RECORD_FIXED_FIELDS: Final = (
+    "TOTALSIZE",
+    "MAGICCODE",
+    "BODYCRC",
+    "QUEUEID",
+    "FLAG",
+    "QUEUEOFFSET",
+    "PHYSICALOFFSET",
+    "SYSFLAG",
+    "BORNTIMESTAMP",
+    "BORNHOST_IP",
+    "BORNHOST_PORT",
+    "STORETIMESTAMP",
+    "STOREHOST_IP",
+    "STOREHOST_PORT",
+    "RECONSUMETIMES",
+    "PREPAREDTRANSACTIONOFFSET",
+    "BODYLENGTH",
+)
+"""The fields of ``RECORD_FIXED``, in order (a host is an IPv4 address and a port)."""
+
+
+def _fixed_layout() -> dict[str, tuple[int, str]]:
+    """Offset and struct code (``i``, ``q``, ``4s``) of each ``RECORD_FIXED`` field."""
+    codes: list[str] = []
+    count = ""
+    for ch in RECORD_FIXED.format.lstrip("<>!=@"):
+        if ch.isdigit():
+            count += ch
+        else:
+            codes.append(count + ch)
+            count = ""
+    assert len(codes) == len(RECORD_FIXED_FIELDS)
+    layout: dict[str, tuple[int, str]] = {}
+    at = 0
+    for name, code in zip(RECORD_FIXED_FIELDS, codes, strict=True):
+        layout[name] = (at, code)
+        at += struct.calcsize(">" + code)
+    return layout
+
+
+RECORD_FIXED_LAYOUT: Final = _fixed_layout()
+"""field name -> (offset, struct code) in the fixed part of an IPv4 record."""
+OFF_RECONSUMETIMES: Final = RECORD_FIXED_LAYOUT["RECONSUMETIMES"][0]
+OFF_BODYLENGTH: Final = RECORD_FIXED_LAYOUT["BODYLENGTH"][0]
+assert RECORD_FIXED_LAYOUT["QUEUEOFFSET"][0] == OFF_QUEUEOFFSET
+assert RECORD_FIXED_LAYOUT["STOREHOST_IP"][0] == OFF_STOREHOST
+assert OFF_BODYLENGTH + 4 == OFF_BODY
+
+
+def record_positions(buf: Buffer, pos: int = 0, end: int | None = None) -> list[int]:
+    """Start offsets of the records back to back in ``buf[pos:end]`` (a PULL body), up to a
+    blank record; ValueError if the last one is cut short.
+
+    Only TOTALSIZE and MAGICCODE are read: the fields themselves are then gathered for all
+    records at once by the caller."""
+    out: list[int] = []
+    append = out.append
+    size_magic = _SIZE_MAGIC.unpack_from
+    end = len(buf) if end is None else end
+    while pos + 8 <= end:
+        total, magic = size_magic(buf, pos)
+        if magic == BLANK_MAGIC_CODE or total <= 0:
+            break
+        if pos + total > end:
+            raise ValueError(f"truncated record at {pos} of a {end}-byte buffer")
+        append(pos)
+        pos += total
+    return out
+
+
+BATCH_ITEM_OVERHEAD: Final = _BATCH_HEAD.size + _I16.size
+"""Bytes a client batch item adds to its body and properties (``encode_batch``'s layout)."""
+
+
+def encode_batch_columns(bodies: object, properties: object) -> object:
+    """The items of a client batch body (``encode_batch``'s layout, flag 0) built for Arrow
+    columns at once: ``bodies`` and ``properties`` are pyarrow binary arrays (properties
+    non-null, UTF-8, possibly empty).  Returns a binary array whose value ``i`` is item ``i``,
+    so the array's data buffer between the offsets of rows ``lo`` and ``hi`` is the batch body
+    of those rows, with no Python work per row.  (numpy and pyarrow are imported here: only
+    the Spark connector calls this.)"""
+    import numpy as np
+    import pyarrow as pa  # type: ignore[import-untyped]
+    import pyarrow.compute as pc  # type: ignore[import-untyped]
+
+    assert _BATCH_HEAD.format.lstrip(">") == "iiiii" and _I16.format.lstrip(">") == "h"
+    n = len(bodies)  # type: ignore[arg-type]
+    body_len = pc.binary_length(bodies).to_numpy(zero_copy_only=False).astype(np.int64)
+    props_len = pc.binary_length(properties).to_numpy(zero_copy_only=False).astype(np.int64)
+    if n and props_len.max() > c.MAX_PROPERTIES_LENGTH:
+        raise ValueError("batch item properties longer than 32767 bytes")
+    head = np.zeros((n, 5), dtype=">i4")  # TOTALSIZE, MAGIC 0, BODYCRC 0, FLAG 0, BODYLEN
+    head[:, 0] = BATCH_ITEM_OVERHEAD + body_len + props_len
+    head[:, 4] = body_len
+
+    def fixed(data: object, width: int) -> object:
+        offsets = np.arange(0, (n + 1) * width, width, dtype=np.int32)
+        return pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+
+    return pc.binary_join_element_wise(
+        fixed(head, _BATCH_HEAD.size), bodies, fixed(props_len.astype(">i2"), _I16.size), properties, b""
+    )

@@ -1,57 +1,65 @@
 """PULL response bodies to Arrow record batches, column by column.
 
 A pull body is stored records back to back (layout in ``apogee.common.message_codec``, whose
-``RECORD_FIXED`` struct and field offsets are used here).  Building one ``MessageExt`` per
-message and then converting rows would cost more than the network, so the per-record Python
-work is kept to the minimum: one ``struct`` unpack of the fixed header and two
-``memoryview`` slices (body, properties).  Everything else is columnar: numbers become Arrow
-arrays straight from the unpacked tuples, bodies are joined once into one Arrow binary
-buffer, and the properties strings are split into tags, keys, message id and the user
-``properties`` map by Arrow compute kernels.  Columns the query did not ask for are not built.
+``RECORD_FIXED_LAYOUT`` names the offsets used here).  Building one ``MessageExt`` per message
+and then converting rows would cost more than the network, so the only per-record Python work
+is ``record_positions`` walking the TOTALSIZE chain.  Everything else is done for a whole
+batch at once with numpy and Arrow:
 
-Only records whose queue offset lies in the slice being read are kept (pipelined pulls may
-overlap), and with a tag filter only records whose tag is in the set: the broker filters by
-tag *hash*, so an exact check is needed here.
+* the 88 fixed bytes of every record are gathered into one array of a numpy record type
+  made from ``RECORD_FIXED_LAYOUT`` (big-endian fields), so numbers are column slices;
+* bodies and properties strings become Arrow *binary view* arrays pointing into the pulled
+  bytes (offset + length per row), which one cast turns into plain binary / string columns;
+* the properties strings are split into tags, keys, message id and the user ``properties``
+  map by Arrow compute kernels; hosts are formatted once per distinct (ip, port).
+
+Columns the query did not ask for are not built.  Only records whose queue offset lies in the
+slice being read are kept (pipelined pulls may overlap), and with a tag filter only records
+whose tag is in the set: the broker filters by tag *hash*, so an exact check is needed here.
+Records the fast path cannot read (compressed bodies, IPv6 hosts, another magic) send their
+batch through ``message_codec.decode_record``, the shared full decoder.
 """
 
 from __future__ import annotations
 
 import socket
-import struct
-from array import array
-from itertools import accumulate
 from typing import Any
 
+import numpy as np
 import pyarrow as pa  # type: ignore[import-untyped]
 import pyarrow.compute as pc  # type: ignore[import-untyped]
+from numpy.lib.stride_tricks import as_strided
 
 from apogee.common import constants as c
 from apogee.common.message_codec import (
-    BLANK_MAGIC_CODE,
     MESSAGE_MAGIC_CODE,
     OFF_BODY,
-    RECORD_FIXED,
+    RECORD_FIXED_LAYOUT,
     decode_record,
-    properties_to_string,
+    record_positions,
 )
 from apogee.spark.schema import INTERNAL_PROPERTY_PREFIX, SYSTEM_PROPERTIES
 
-_SIZE_MAGIC = struct.Struct(">ii")
-_MAX_BODY_BYTES = 1 << 30  # int32 Arrow offsets: flush a batch well before 2 GiB
+_MAX_BYTES = 1 << 30  # int32 view offsets: flush a batch well before 2 GiB of pulled bytes
+_PAD = bytes(16)  # after the last record, so 12-byte and 88-byte windows never run off the end
 _SLOW_FLAGS = c.COMPRESSED_FLAG | c.BORNHOST_V6_FLAG | c.STOREHOSTADDRESS_V6_FLAG
 _SYSTEM = pa.array(sorted(SYSTEM_PROPERTIES), pa.string())
+_HEX = np.array([f"{i:02X}".encode() for i in range(256)], dtype="S2")
 
-# The fields of RECORD_FIXED this decoder uses (the others are skipped as pad bytes): TOTALSIZE,
-# MAGICCODE, QUEUEOFFSET, PHYSICALOFFSET, SYSFLAG, BORNTIMESTAMP, BORNHOST, STORETIMESTAMP,
-# STOREHOST, RECONSUMETIMES, BODYLENGTH.
-_HEAD = struct.Struct(">ii12xqqiq4siq4sii8xi")
-assert _HEAD.size == RECORD_FIXED.size
-_TOTAL, _MAGIC, _QOFF, _PHYS, _SYSFLAG, _BORN_TS, _BORN_IP, _BORN_PORT, _STORE_TS, _STORE_IP, _STORE_PORT = range(11)
-_RECONSUME, _BODY_LEN = 11, 12
+# The fixed part of a record as a numpy record type: big-endian numbers, hosts' IPs as 4 bytes.
+_NP_CODES = {"i": ">i4", "q": ">i8", "4s": "V4"}
+FIXED_DTYPE = np.dtype(
+    {
+        "names": list(RECORD_FIXED_LAYOUT),
+        "formats": [_NP_CODES[code] for _, code in RECORD_FIXED_LAYOUT.values()],
+        "offsets": [off for off, _ in RECORD_FIXED_LAYOUT.values()],
+        "itemsize": OFF_BODY,
+    }
+)
 
 
 class ColumnBuilder:
-    """Accumulates decoded records of one queue slice; ``take()`` returns a RecordBatch."""
+    """Accumulates pulled bodies of one queue slice; ``take()`` returns a RecordBatch."""
 
     def __init__(
         self,
@@ -67,107 +75,154 @@ class ColumnBuilder:
         self.broker = broker
         self.queue_id = queue_id
         self.tag_filter = tag_filter
-        self.want_body = "body" in self.names
         self.want_props_text = bool(self.names & {"properties", "msg_id", "keys", "tags"}) or bool(tag_filter)
-        self._hosts: dict[tuple[Any, int], str] = {}
+        self._hosts: dict[int, str] = {}
         self._reset()
 
     def _reset(self) -> None:
         self.count = 0
-        self.body_bytes = 0
-        self.heads: list[tuple[Any, ...]] = []
-        self.bodies: list[Any] = []
-        self.props: list[Any] = []
+        self.nbytes = 0
+        self.chunks: list[tuple[bytes, list[int], int, int]] = []
 
     @property
     def full(self) -> bool:
-        return self.body_bytes >= _MAX_BODY_BYTES
+        return self.nbytes >= _MAX_BYTES
 
     def add(self, buf: bytes, lo: int, hi: int) -> None:
         """Add the records of ``buf`` whose queue offset is in ``[lo, hi)``."""
-        view = memoryview(buf)
-        unpack_fixed = _HEAD.unpack_from
-        heads_append = self.heads.append
-        bodies_append = self.bodies.append
-        props_append = self.props.append
-        want_body = self.want_body
-        want_props = self.want_props_text
-        body_bytes = 0
-        pos, end = 0, len(buf)
-        while pos + 8 <= end:
-            fixed = unpack_fixed(buf, pos)
-            total = fixed[0]
-            if total <= 0 or fixed[_MAGIC] == BLANK_MAGIC_CODE:
-                break
-            if pos + total > end:
-                raise ValueError(f"truncated record at {pos} of a {end}-byte pull body")
-            qoff = fixed[_QOFF]
-            if lo <= qoff < hi:
-                if fixed[_MAGIC] != MESSAGE_MAGIC_CODE or fixed[_SYSFLAG] & _SLOW_FLAGS:
-                    self._add_slow(buf, pos)
-                else:
-                    body_len = fixed[_BODY_LEN]
-                    p = pos + OFF_BODY + body_len
-                    heads_append(fixed)
-                    if want_body:
-                        bodies_append(view[pos + OFF_BODY : p])
-                        body_bytes += body_len
-                    if want_props:
-                        props_at = p + 1 + buf[p]
-                        props_append(view[props_at + 2 : props_at + 2 + ((buf[props_at] << 8) | buf[props_at + 1])])
-            pos += total
-        self.body_bytes += body_bytes
-        self.count = len(self.heads)
-
-    def _add_slow(self, buf: bytes, pos: int) -> None:
-        """A compressed body or IPv6 hosts: the shared full decoder, in the same row shape."""
-        msg = decode_record(buf, pos)
-        born_ip: Any = msg.born_host[0]
-        store_ip: Any = msg.store_host[0]
-        fixed = (
-            msg.store_size,
-            MESSAGE_MAGIC_CODE,
-            msg.queue_offset,
-            msg.commit_log_offset,
-            msg.sys_flag,
-            msg.born_timestamp,
-            born_ip,
-            msg.born_host[1],
-            msg.store_timestamp,
-            store_ip,
-            msg.store_host[1],
-            msg.reconsume_times,
-            len(msg.body),
-        )
-        self.heads.append(fixed)
-        if self.want_body:
-            self.bodies.append(msg.body)
-            self.body_bytes += len(msg.body)
-        if self.want_props_text:
-            self.props.append(properties_to_string(msg.properties).encode("utf-8"))
+        positions = record_positions(buf)
+        if positions:
+            self.chunks.append((buf, positions, lo, hi))
+            self.count += len(positions)
+            self.nbytes += len(buf)
 
     # --- columns ------------------------------------------------------------------------------
 
     def take(self) -> pa.RecordBatch:
         """The accumulated rows as one batch of ``self.schema``; the builder starts over."""
-        n = len(self.heads)
-        cols = _Columns(self.heads)
-        props = self._properties(n) if self.want_props_text else None
-        arrays = [self._column(field.name, field.type, n, cols, props) for field in self.schema]
-        batch = pa.RecordBatch.from_arrays(arrays, schema=self.schema)
-        if self.tag_filter is not None and n:
-            tags = props["tags"] if props is not None else pa.nulls(n, pa.string())
-            batch = batch.filter(pc.fill_null(pc.is_in(tags, pa.array(sorted(self.tag_filter), pa.string())), False))
+        chunks = self.chunks
         self._reset()
+        data = b"".join([buf for buf, *_ in chunks] + [_PAD]) if len(chunks) != 1 else chunks[0][0] + _PAD
+        raw = np.frombuffer(data, np.uint8)
+        bases = np.cumsum([0] + [len(buf) for buf, *_ in chunks[:-1]], dtype=np.int64)
+        counts = [len(p) for _, p, _, _ in chunks]
+        pos = np.concatenate([np.asarray(p, np.int64) for _, p, _, _ in chunks]) if chunks else np.zeros(0, np.int64)
+        pos += np.repeat(bases, counts)
+        head = _gather(raw, pos, OFF_BODY).view(FIXED_DTYPE).ravel()
+        qoff = head["QUEUEOFFSET"]
+        keep = (qoff >= np.repeat([lo for *_, lo, _ in chunks], counts)) & (
+            qoff < np.repeat([hi for *_, hi in chunks], counts)
+        )
+        if not keep.all():
+            pos, head = pos[keep], head[keep]
+        if ((head["MAGICCODE"] != MESSAGE_MAGIC_CODE) | ((head["SYSFLAG"] & _SLOW_FLAGS) != 0)).any():
+            return self._take_slow(data, pos)
+        n = len(pos)
+        cols = _Fast(self, raw, data, pos, head, n)
+        arrays = [cols.column(field.name, field.type) for field in self.schema]
+        batch = pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+        return self._filtered(batch, cols.props)
+
+    def _filtered(self, batch: pa.RecordBatch, props: dict[str, Any] | None = None) -> pa.RecordBatch:
+        if self.tag_filter is None or not batch.num_rows:
+            return batch
+        if props is None:  # the slow path keeps its tags in the batch's own column
+            props = {"tags": batch.column("tags")} if "tags" in batch.schema.names else None
+        tags = props["tags"] if props is not None else pa.nulls(batch.num_rows, pa.string())
+        return batch.filter(pc.fill_null(pc.is_in(tags, pa.array(sorted(self.tag_filter), pa.string())), False))
+
+    def _take_slow(self, data: bytes, pos: Any) -> pa.RecordBatch:
+        """Every row through ``decode_record`` (compressed bodies, IPv6 hosts): one Python
+        object per message, as the client's consumers decode them."""
+        msgs = [decode_record(data, int(p)) for p in pos]
+        n = len(msgs)
+        values: dict[str, Any] = {
+            "topic": [self.topic] * n,
+            "broker": [self.broker] * n,
+            "queue_id": [self.queue_id] * n,
+            "queue_offset": [m.queue_offset for m in msgs],
+            "msg_id": [m.msg_id for m in msgs],
+            "keys": [m.properties.get(c.KEYS) for m in msgs],
+            "tags": [m.properties.get(c.TAGS) for m in msgs],
+            "body": [m.body for m in msgs],
+            "properties": [[(k, v) for k, v in m.properties.items() if _is_user_property(k)] for m in msgs],
+            "born_timestamp": [m.born_timestamp * 1000 for m in msgs],
+            "store_timestamp": [m.store_timestamp * 1000 for m in msgs],
+            "born_host": [_host_text(*m.born_host) for m in msgs],
+            "reconsume_times": [m.reconsume_times for m in msgs],
+        }
+        names = list(self.schema.names)
+        if self.tag_filter is not None and "tags" not in names:
+            names.append("tags")
+        schema = pa.schema(
+            [self.schema.field(x) if x in self.schema.names else pa.field(x, pa.string()) for x in names]
+        )
+        batch = pa.RecordBatch.from_arrays([pa.array(values[f.name], f.type) for f in schema], schema=schema)
+        if self.tag_filter is not None:
+            batch = self._filtered(batch)
+            return batch.select(self.schema.names)
         return batch
 
-    def _properties(self, n: int) -> dict[str, Any]:
+
+def _is_user_property(name: str) -> bool:
+    return name not in SYSTEM_PROPERTIES and not name.startswith(INTERNAL_PROPERTY_PREFIX)
+
+
+def _host_text(ip: str, port: int) -> str:
+    return f"{ip}:{port}"
+
+
+def _gather(raw: Any, starts: Any, width: int) -> Any:
+    """``width`` bytes at each of ``starts`` as one (n, width) uint8 array (a row copy each)."""
+    window = as_strided(raw, shape=(len(raw) - width + 1, width), strides=(1, 1), writeable=False)
+    return window[starts]
+
+
+def _view_array(raw: Any, data: bytes, starts: Any, lengths: Any, kind: pa.DataType) -> pa.Array:
+    """Rows ``data[starts[i] : starts[i] + lengths[i]]`` as an Arrow array of ``kind``, made from
+    a binary-view array over ``data`` (16 bytes per row: length, then the bytes inline up to
+    12, else a 4-byte prefix, buffer 0 and the offset) and one cast, which copies the bytes."""
+    n = len(starts)
+    views = np.zeros((n, 16), np.uint8)
+    ints = views.view("<i4")
+    ints[:, 0] = lengths
+    head = _gather(raw, starts, 12)
+    short = lengths <= 12
+    views[:, 4:16] = head * (np.arange(12) < lengths[:, None])
+    long = ~short
+    if long.any():
+        ints[long, 2] = 0
+        ints[long, 3] = starts[long]
+    arr = pa.Array.from_buffers(pa.binary_view(), n, [None, pa.py_buffer(views), pa.py_buffer(data)])
+    return arr.cast(kind)
+
+
+class _Fast:
+    """The columns of one batch of IPv4, uncompressed records, each built when first asked."""
+
+    def __init__(self, owner: ColumnBuilder, raw: Any, data: bytes, pos: Any, head: Any, n: int) -> None:
+        self.owner = owner
+        self.raw = raw
+        self.data = data
+        self.pos = pos
+        self.head = head
+        self.n = n
+        self.body_len = head["BODYLENGTH"].astype(np.int64)
+        self.props = self._properties() if owner.want_props_text else None
+
+    def _properties_text(self) -> pa.Array:
+        raw = self.raw
+        after_body = self.pos + OFF_BODY + self.body_len
+        topic_len = raw[after_body].astype(np.int8).astype(np.int64)
+        at = after_body + 1 + topic_len
+        lengths = (raw[at].astype(np.int64) << 8) | raw[at + 1]
+        return _view_array(raw, self.data, at + 2, lengths, pa.string())
+
+    def _properties(self) -> dict[str, Any]:
         """Tags, keys, UNIQ_KEY and the user properties of every row, from the properties
         strings, with Arrow kernels (no per-row Python)."""
-        lengths = [len(p) for p in self.props]
-        offsets = array("i", accumulate(lengths, initial=0))
-        text = pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(self.props))])
-        items = pc.split_pattern(text, "\x02")
+        n = self.n
+        items = pc.split_pattern(self._properties_text(), "\x02")
         parents = pc.list_parent_indices(items)
         pairs = pc.split_pattern(items.flatten(), "\x01", max_splits=1)
         ok = pc.equal(pc.list_value_length(pairs), 2)
@@ -176,7 +231,7 @@ class ColumnBuilder:
         values = pc.list_element(pairs, 1)
         nonempty = pc.and_(pc.greater(pc.utf8_length(names), 0), pc.greater(pc.utf8_length(values), 0))
         names, values, parents = names.filter(nonempty), values.filter(nonempty), parents.filter(nonempty)
-        rows = pa.array(range(n), pa.int64())
+        rows = pa.array(np.arange(n, dtype=np.int64))
 
         def one(name: str) -> pa.Array:
             mask = pc.equal(names, name)
@@ -184,80 +239,65 @@ class ColumnBuilder:
             return pc.take(values.filter(mask), where)
 
         out: dict[str, Any] = {"tags": one(c.TAGS), "keys": one(c.KEYS), "uniq": one(c.UNIQ_KEY)}
-        if "properties" in self.names:
+        if "properties" in self.owner.names:
             user = pc.invert(pc.or_(pc.is_in(names, _SYSTEM), pc.starts_with(names, INTERNAL_PROPERTY_PREFIX)))
-            user_parents = parents.filter(user).to_pylist()
-            counts = [0] * (n + 1)
-            for parent in user_parents:
-                counts[parent + 1] += 1
-            map_offsets = pa.array(array("i", accumulate(counts)), pa.int32())
+            counts = np.bincount(parents.filter(user).to_numpy(zero_copy_only=False), minlength=n)
+            map_offsets = pa.array(np.concatenate([[0], np.cumsum(counts)]).astype(np.int32))
             out["map"] = (map_offsets, names.filter(user), values.filter(user))
         return out
 
-    def _hosts_of(self, ips: list[Any], ports: list[int]) -> list[str]:
-        hosts = self._hosts
-        pairs = list(zip(ips, ports, strict=True))
-        for ip, port in set(pairs) - hosts.keys():
-            text = socket.inet_ntoa(ip) if isinstance(ip, bytes) else str(ip)
-            hosts[(ip, port)] = f"{text}:{port}"
-        return list(map(hosts.__getitem__, pairs))
+    def _hosts(self, ip_field: str, port_field: str) -> pa.Array:
+        """``ip:port`` per row, formatted once per distinct (ip, port)."""
+        ip = self.head[ip_field].view(">u4").astype(np.uint64)
+        port = self.head[port_field].astype(np.int64).astype(np.uint64) & 0xFFFFFFFF
+        distinct, inverse = np.unique((ip << np.uint64(32)) | port, return_inverse=True)
+        cache = self.owner._hosts
+        texts = []
+        for key in distinct.tolist():
+            text = cache.get(key)
+            if text is None:
+                text = cache[key] = f"{socket.inet_ntoa((key >> 32).to_bytes(4, 'big'))}:{key & 0xFFFFFFFF}"
+            texts.append(text)
+        return pc.take(pa.array(texts, pa.string()), pa.array(inverse.astype(np.int32).ravel()))
 
-    def _column(self, name: str, kind: pa.DataType, n: int, cols: _Columns, props: dict[str, Any] | None) -> pa.Array:
+    def _offset_ids(self) -> pa.Array:
+        """RocketMQ's offset message id (store host, port, CommitLog offset, as hex) per row."""
+        raw = self.head.view(np.uint8).reshape(self.n, OFF_BODY)
+        host_at = RECORD_FIXED_LAYOUT["STOREHOST_IP"][0]
+        phys_at = RECORD_FIXED_LAYOUT["PHYSICALOFFSET"][0]
+        id_bytes = np.concatenate([raw[:, host_at : host_at + 8], raw[:, phys_at : phys_at + 8]], axis=1)
+        text = np.ascontiguousarray(_HEX[id_bytes]).view("S32").ravel()
+        return pa.array(text, pa.binary()).cast(pa.string())
+
+    def column(self, name: str, kind: pa.DataType) -> pa.Array:
+        owner, head, n = self.owner, self.head, self.n
         if name == "topic":
-            return pa.repeat(pa.scalar(self.topic, kind), n)
+            return pa.repeat(pa.scalar(owner.topic, kind), n)
         if name == "broker":
-            return pa.repeat(pa.scalar(self.broker, kind), n)
+            return pa.repeat(pa.scalar(owner.broker, kind), n)
         if name == "queue_id":
-            return pa.repeat(pa.scalar(self.queue_id, kind), n)
+            return pa.repeat(pa.scalar(owner.queue_id, kind), n)
         if name == "queue_offset":
-            return pa.array(cols[_QOFF], kind)
+            return pa.array(head["QUEUEOFFSET"].astype(np.int64), kind)
         if name in ("born_timestamp", "store_timestamp"):
-            ms = pa.array(cols[_BORN_TS if name == "born_timestamp" else _STORE_TS], pa.int64())
-            return pc.multiply(ms, 1000).cast(kind)
+            ms = head["BORNTIMESTAMP" if name == "born_timestamp" else "STORETIMESTAMP"].astype(np.int64)
+            return pa.array(ms * 1000, pa.int64()).cast(kind)
         if name == "reconsume_times":
-            return pa.array(cols[_RECONSUME], kind)
+            return pa.array(head["RECONSUMETIMES"].astype(np.int32), kind)
         if name == "born_host":
-            return pa.array(self._hosts_of(cols[_BORN_IP], cols[_BORN_PORT]), kind)
+            return self._hosts("BORNHOST_IP", "BORNHOST_PORT").cast(kind)
         if name == "body":
-            offsets = array("i", accumulate(cols[_BODY_LEN], initial=0))
-            data = b"".join(self.bodies)
-            if len(self.bodies) == n and offsets[-1] != len(data):  # an inflated body: real lengths
-                offsets = array("i", accumulate((len(b) for b in self.bodies), initial=0))
-            return pa.Array.from_buffers(kind, n, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+            return _view_array(self.raw, self.data, self.pos + OFF_BODY, self.body_len, kind)
+        props = self.props
         assert props is not None
         if name in ("tags", "keys"):
             return props[name].cast(kind)
         if name == "msg_id":
             uniq = props["uniq"]
             if uniq.null_count:
-                fallback = [
-                    _offset_id(ip, port, phys)
-                    for ip, port, phys in zip(cols[_STORE_IP], cols[_STORE_PORT], cols[_PHYS], strict=True)
-                ]
-                uniq = pc.fill_null(uniq, pa.array(fallback, pa.string()))
+                uniq = pc.if_else(pc.is_null(uniq), self._offset_ids(), uniq)
             return uniq.cast(kind)
         if name == "properties":
             offsets, keys, values = props["map"]
             return pa.MapArray.from_arrays(offsets, keys, values, type=kind)
         return pa.nulls(n, kind)
-
-
-class _Columns:
-    """Columns of the unpacked record headers, each built only when first used."""
-
-    def __init__(self, heads: list[tuple[Any, ...]]) -> None:
-        self.heads = heads
-        self._cache: dict[int, list[Any]] = {}
-
-    def __getitem__(self, index: int) -> list[Any]:
-        col = self._cache.get(index)
-        if col is None:
-            col = self._cache[index] = [h[index] for h in self.heads]
-        return col
-
-
-def _offset_id(ip: Any, port: int, phys: int) -> str:
-    if isinstance(ip, bytes):
-        return (ip + port.to_bytes(4, "big") + phys.to_bytes(8, "big")).hex().upper()
-    raw = socket.inet_pton(socket.AF_INET6, ip) + struct.pack(">Iq", port, phys)
-    return raw.hex().upper()

@@ -68,7 +68,7 @@ COMMIT = 8
 ROLLBACK = 12
 UNKNOWN = 0
 HEARTBEAT_INTERVAL_S = 15.0
-END_CONCURRENCY = 256
+END_CHUNK = 256  # oneway END_TRANSACTIONs queued before the loop gets to write them
 
 
 @dataclass
@@ -196,13 +196,19 @@ def write_halves(opts: SinkOptions, columns: SinkColumns, batches: Iterator[pa.R
 
 
 async def end_all(cluster: Cluster, group: str, halves: list[tuple[str, str, int]], decision: int) -> None:
-    """END_TRANSACTION for every half (``END_CONCURRENCY`` in flight); raises on the first
-    failure after all were tried."""
-    api = cluster.api
-    sem = asyncio.Semaphore(END_CONCURRENCY)
+    """END_TRANSACTION for every half, pipelined: per broker, every half but the last goes
+    oneway (as RocketMQ's producers send it), then the last one as a request on the same
+    connection.  The broker handles END_TRANSACTION in arrival order on a connection (the
+    handler runs inline, not in a task), so that answer means every earlier one of the
+    connection was handled; a connection lost in between fails the barrier.  Raises on a
+    failure, after every broker was tried: the caller then leaves the halves to the check-back.
+    """
+    by_broker: dict[str, list[tuple[str, int]]] = {}
+    for addr, msg_id, offset in halves:
+        by_broker.setdefault(addr, []).append((msg_id, offset))
     errors: list[str] = []
 
-    async def one(addr: str, msg_id: str, offset: int) -> None:
+    def request(msg_id: str, offset: int) -> RemotingCommand:
         _, _, phys = decode_offset_msg_id(msg_id)
         header = EndTransactionRequestHeader(
             producer_group=group,
@@ -211,20 +217,27 @@ async def end_all(cluster: Cluster, group: str, halves: list[tuple[str, str, int
             commit_or_rollback=decision,
             msg_id=msg_id,
         )
-        req = RemotingCommand.request(RequestCode.END_TRANSACTION, header.encode())
-        async with sem:
-            try:
-                resp = await api.remoting.invoke(addr, req, cluster.timeout_ms)
-            except ApogeeError as exc:
-                errors.append(f"{addr}: {exc}")
-                return
+        return RemotingCommand.request(RequestCode.END_TRANSACTION, header.encode())
+
+    async def one_broker(addr: str, items: list[tuple[str, int]]) -> None:
+        try:
+            conn = await cluster.api.remoting.connection(addr)
+            for at, (msg_id, offset) in enumerate(items[:-1]):
+                conn.invoke_oneway(request(msg_id, offset))
+                if at % END_CHUNK == END_CHUNK - 1:
+                    await asyncio.sleep(0)  # let the loop write what is queued
+                    await conn.drain()
+            resp = await conn.invoke(request(*items[-1]), cluster.timeout_ms)
+        except ApogeeError as exc:
+            errors.append(f"{addr}: {exc}")
+            return
         if resp.code != 0:
             errors.append(f"{addr}: code {resp.code} {resp.remark}")
 
-    await asyncio.gather(*(one(*h) for h in halves))
+    await asyncio.gather(*(one_broker(a, items) for a, items in by_broker.items()))
     if errors:
         raise ApogeeSparkError(
-            f"{len(errors)} of {len(halves)} half messages could not be "
+            f"the half messages on {len(errors)} of {len(by_broker)} brokers could not all be "
             f"{'committed' if decision == COMMIT else 'rolled back'} (first: {errors[0]}); "
             "the broker's transaction check-back will decide them"
         )

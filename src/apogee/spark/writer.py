@@ -3,7 +3,8 @@
 Each Spark task sends its own rows straight to the brokers from the executor (Arrow batches
 in, SEND_BATCH_MESSAGE requests out, several in flight).  Rows choose their queue by an
 explicit ``queue_id`` (optionally with ``broker``), by ``sharding_key`` (RocketMQ's hash
-selector, so rows with one key stay in one queue, in order), or round robin.
+selector, so rows with one key stay in one queue, in order), or round robin (runs of
+consecutive rows per queue, one batch request each).
 
 Delivery guarantees:
 
@@ -20,14 +21,15 @@ import asyncio
 import datetime
 import logging
 import random
-import struct
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pyarrow as pa  # type: ignore[import-untyped]
+import pyarrow.compute as pc  # type: ignore[import-untyped]
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import (
     ArrayType,
@@ -45,7 +47,7 @@ from apogee.client.instance import publish_queues
 from apogee.client.selectors import java_hash_code
 from apogee.common import constants as c
 from apogee.common.message import MessageQueue
-from apogee.common.message_codec import encode_batch
+from apogee.common.message_codec import encode_batch, encode_batch_columns
 from apogee.common.message_id import UniqIdGenerator
 from apogee.errors import ConnectionClosedError, RemoteError, RequestTimeoutError
 from apogee.remoting.bodies.route import QueueData, TopicRouteData
@@ -71,6 +73,8 @@ STORED_CODES = frozenset(
 )
 RETRY_CODES = frozenset({ResponseCode.SYSTEM_BUSY, ResponseCode.SYSTEM_ERROR, ResponseCode.SERVICE_NOT_AVAILABLE})
 ROUTE_TTL_S = 30.0
+_BORN_PLACEHOLDER = -4242424242  # values no real header holds, to find their extFields keys
+_PROPS_PLACEHOLDER = "\x00properties"
 
 _INTS = (IntegerType, LongType, ShortType)
 
@@ -251,34 +255,10 @@ class _QueueBuffer:
         self.tail: asyncio.Future[None] | None = None  # the previous send to this queue (order)
 
 
-_ITEM_HEAD = struct.Struct(">iiiii")  # message_codec's batch item: size, magic, crc, flag, body length
-_PROPS_LEN = struct.Struct(">h")
-
-
-def _encode_items(bodies: list[bytes], props: list[bytes], max_bytes: int) -> Iterator[tuple[bytes, int, int]]:
-    """``message_codec.encode_batch``'s layout (flag 0) for already-encoded properties, cut
-    into bodies of at most ``max_bytes``; yields (batch body, first index, end index)."""
-    parts: list[bytes] = []
-    extend = parts.extend
-    head, plen = _ITEM_HEAD.pack, _PROPS_LEN.pack
-    size = 0
-    first = 0
-    for i, (body, prop) in enumerate(zip(bodies, props, strict=True)):
-        item = 22 + len(body) + len(prop)
-        if parts and size + item > max_bytes:
-            yield b"".join(parts), first, i
-            parts, size, first = [], 0, i
-            extend = parts.extend
-        extend((head(item, 0, 0, 0, len(body)), body, plen(len(prop)), prop))
-        size += item
-    if parts:
-        yield b"".join(parts), first, len(bodies)
-
-
 class BulkIds:
     """UNIQ_KEY values in blocks, in the layout of ``message_id.UniqIdGenerator`` (IPv4, PID,
     a random per-process number, milliseconds since the start of the month, a counter): one
-    clock read per block instead of per message."""
+    clock read per block instead of per message, and the hex text built with numpy."""
 
     def __init__(self) -> None:
         sample = UniqIdGenerator().next_id()
@@ -288,10 +268,14 @@ class BulkIds:
         self._lock = threading.Lock()
 
     def take(self, n: int) -> list[str]:
+        return self.take_array(n).to_pylist()  # type: ignore[no-any-return]
+
+    def take_array(self, n: int) -> pa.Array:
+        """``n`` new ids as an Arrow string array."""
         now = datetime.datetime.now()
         month = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
         elapsed = int((now - month).total_seconds() * 1000)
-        out: list[str] = []
+        blocks: list[tuple[str, int, int]] = []  # (first 28 hex digits, first counter, count)
         with self._lock:
             if elapsed > self._ms:
                 self._ms, self._used = elapsed, 0
@@ -299,11 +283,29 @@ class BulkIds:
                 if self._used >= 0x10000:  # 65,536 ids in one millisecond: borrow the next one
                     self._ms, self._used = self._ms + 1, 0
                 k = min(n, 0x10000 - self._used)
-                head = f"{self._prefix}{self._ms & 0xFFFFFFFF:08X}"
-                out.extend([f"{head}{c:04X}" for c in range(self._used, self._used + k)])
+                blocks.append((f"{self._prefix}{self._ms & 0xFFFFFFFF:08X}", self._used, k))
                 self._used += k
                 n -= k
-        return out
+        total = sum(k for _, _, k in blocks)
+        text = np.empty((total, 32), np.uint8)
+        at = 0
+        for head, first, k in blocks:
+            text[at : at + k, :28] = np.frombuffer(head.encode("ascii"), np.uint8)
+            text[at : at + k, 28:] = _hex4()[first : first + k].view(np.uint8).reshape(k, 4)
+            at += k
+        offsets = np.arange(0, (total + 1) * 32, 32, dtype=np.int32)
+        return pa.Array.from_buffers(pa.string(), total, [None, pa.py_buffer(offsets), pa.py_buffer(text)])
+
+
+_HEX4: Any = None
+
+
+def _hex4() -> Any:
+    """The 4-digit upper-case hex text of 0..65535 (numpy ``S4``), built once per process."""
+    global _HEX4
+    if _HEX4 is None:
+        _HEX4 = np.array([f"{i:04X}".encode("ascii") for i in range(0x10000)], dtype="S4")
+    return _HEX4
 
 
 _bulk: BulkIds | None = None
@@ -342,7 +344,11 @@ class Sender:
         self.halves: list[tuple[str, str, int]] = []
         self._buffers: dict[tuple[str, MessageQueue], _QueueBuffer] = {}
         self._inflight = asyncio.Semaphore(opts.max_inflight_requests)
+        # Sends started and not finished, at most twice the requests in flight: waiting on a
+        # semaphore costs O(1) per send (``asyncio.wait`` over the pending set costs O(window)).
+        self._window = asyncio.Semaphore(2 * opts.max_inflight_requests)
         self._pending: set[asyncio.Future[Any]] = set()
+        self._headers: dict[tuple[str, int, int, bool], tuple[dict[str, str], str, str]] = {}
         self._error: BaseException | None = None
         self._rr = random.randrange(1 << 16)
         self._ids = uniq_ids()
@@ -362,14 +368,11 @@ class Sender:
         def col(name: str | None) -> list[Any] | None:
             return batch.column(names.index(name)).to_pylist() if name is not None else None
 
-        if (
-            self.half_properties is None
-            and cols.topic is None
-            and cols.delay_level is None
-            and cols.queue_id is None
-            and cols.sharding_key is None
-        ):
-            await self._add_round_robin(batch, col)
+        if cols.topic is None and cols.delay_level is None and cols.queue_id is None and cols.sharding_key is None:
+            if self.half_properties is None:
+                await self._add_round_robin(batch, col)
+            else:
+                await self._add_halves(batch, col)
             return
         bodies = col(cols.body)
         assert bodies is not None
@@ -434,52 +437,80 @@ class Sender:
                 self._append(topic, mq, body, "\x02".join(parts), uniq, route[1], ordered)
             self.count += 1
 
-    async def _add_round_robin(self, batch: pa.RecordBatch, col: Any) -> None:
-        """Rows of one topic spread round robin: column at a time, each queue's share encoded
-        straight into batch bodies (the per-row work is a few list operations)."""
+    def _columns(self, batch: pa.RecordBatch, col: Any) -> tuple[pa.Array, pa.Array, pa.Array]:
+        """Bodies (binary, checked), new UNIQ_KEYs and each row's properties string (UNIQ_KEY,
+        TAGS, KEYS, user properties) of a batch, built by Arrow kernels; Python runs per row
+        only for binary or list ``keys`` and for ``properties``."""
         cols = self.columns
-        n = batch.num_rows
-        bodies = col(cols.body)
-        if pa.types.is_string(batch.schema.field(cols.body).type):
-            bodies = [b.encode("utf-8") if b is not None else None for b in bodies]
-        if None in bodies:
+        names = batch.schema.names
+        bodies = batch.column(names.index(cols.body))
+        if not pa.types.is_binary(bodies.type):
+            bodies = bodies.cast(pa.binary())
+        if bodies.null_count:
             raise ApogeeSparkError("a row has a null body")
-        if not all(bodies):
+        if pc.min(pc.binary_length(bodies)).as_py() == 0:
             raise ApogeeSparkError("a row has an empty body (RocketMQ refuses empty messages)")
-        ids = self._bulk.take(n)
-        props = [f"UNIQ_KEY\x01{u}" for u in ids]
-        tags = col(cols.tags)
-        if tags is not None:
-            _clean("".join(t for t in tags if t), "tags")
-            props = [f"{p}\x02TAGS\x01{t}" if t else p for p, t in zip(props, tags, strict=True)]
-        keys = col(cols.keys)
-        if keys is not None:
-            texts = [_keys_text(k) if k is not None else "" for k in keys]
-            props = [f"{p}\x02KEYS\x01{k}" if k else p for p, k in zip(props, texts, strict=True)]
+        ids = self._bulk.take_array(batch.num_rows)
+        parts: list[Any] = [pc.binary_join_element_wise("UNIQ_KEY\x01", ids, "")]
+        if cols.tags is not None:
+            parts.append(_property_part(c.TAGS, batch.column(names.index(cols.tags)), "tags"))
+        if cols.keys is not None:
+            keys = batch.column(names.index(cols.keys))
+            if not pa.types.is_string(keys.type):
+                keys = pa.array([_keys_text(k) if k is not None else None for k in keys.to_pylist()], pa.string())
+            parts.append(_property_part(c.KEYS, keys, "keys"))
         user = col(cols.properties)
         if user is not None:
-            extra = [_user_properties(u) if u else "" for u in user]
-            props = [f"{p}\x02{e}" if e else p for p, e in zip(props, extra, strict=True)]
-        encoded = [p.encode("utf-8") for p in props]
+            extra = pa.array([_user_properties(u) if u else "" for u in user], pa.string())
+            parts.append(pc.if_else(pc.equal(extra, ""), "", pc.binary_join_element_wise("\x02", extra, "")))
+        return bodies, ids, pc.binary_join_element_wise(*parts, "")
+
+    async def _add_halves(self, batch: pa.RecordBatch, col: Any) -> None:
+        """Rows of one topic as transactional half messages, round robin over the queues.
+        The broker takes half messages one per request only, so the requests are pipelined
+        (``_send_single``); properties are built column-wise and the sink's transaction tag
+        is joined once per batch."""
+        assert self.half_properties is not None
+        bodies, ids, props = self._columns(batch, col)
+        half = "".join(f"\x02{k}\x01{v}" for k, v in self.half_properties.items())
+        texts = pc.binary_join_element_wise(props, half, "").to_pylist()
         topic = self.opts.topic
         assert topic is not None
         queues, addrs = await publish_route(self.cluster, topic)
         nq = len(queues)
-        start = self._rr
-        self._rr += n
-        step = max(1, self.opts.batch_max_messages)
-        for k in range(nq):
-            first = (k - start) % nq
-            q_bodies, q_props, q_ids = bodies[first::nq], encoded[first::nq], ids[first::nq]
-            for at in range(0, len(q_bodies), step):
-                chunk_b, chunk_p = q_bodies[at : at + step], q_props[at : at + step]
-                for body_part, lo, hi in _encode_items(chunk_b, chunk_p, self.opts.batch_max_bytes):
-                    fut = asyncio.ensure_future(
-                        self._send_batch(topic, queues[k], body_part, q_ids[at + lo : at + hi], addrs, None)
-                    )
-                    self._track(fut)
-            while len(self._pending) >= self.opts.max_inflight_requests:  # backpressure
-                await asyncio.wait(list(self._pending), return_when=asyncio.FIRST_COMPLETED)
+        for body, text, uniq in zip(bodies.to_pylist(), texts, ids.to_pylist(), strict=True):
+            self._rr += 1
+            await self._send_single(topic, queues[self._rr % nq], body, text, uniq, addrs, half=True)
+            self.count += 1
+
+    async def _add_round_robin(self, batch: pa.RecordBatch, col: Any) -> None:
+        """Rows of one topic spread over the queues in runs of consecutive rows, one batch
+        request per run: column at a time, the batch bodies built by Arrow kernels
+        (``message_codec.encode_batch_columns``), no Python work per row unless ``keys`` is
+        binary or a list, or ``properties`` is set."""
+        n = batch.num_rows
+        bodies, ids, props = self._columns(batch, col)
+        props = props.cast(pa.binary())
+        try:
+            items: Any = encode_batch_columns(bodies, props)
+        except ValueError as exc:
+            raise ApogeeSparkError(f"a row's properties are too long: {exc}") from None
+        ends = np.frombuffer(items.buffers()[1], np.int32)[items.offset : items.offset + n + 1].astype(np.int64)
+        data = memoryview(items.buffers()[2])
+        topic = self.opts.topic
+        assert topic is not None
+        queues, addrs = await publish_route(self.cluster, topic)
+        nq = len(queues)
+        run = max(1, min(self.opts.batch_max_messages, -(-n // nq)))
+        for first in range(0, n, run):
+            mq = queues[self._rr % nq]
+            self._rr += 1
+            for lo, hi in _cuts(ends, first, min(n, first + run), self.opts.batch_max_bytes):
+                uniqs = ids.slice(lo, hi - lo).to_pylist()
+                fut = asyncio.ensure_future(self._send_batch(topic, mq, data[ends[lo] : ends[hi]], uniqs, addrs, None))
+                self._track(fut)
+                while len(self._pending) >= self.opts.max_inflight_requests:  # backpressure
+                    await asyncio.wait(list(self._pending), return_when=asyncio.FIRST_COMPLETED)
         self.count += n
 
     def _append(
@@ -506,6 +537,13 @@ class Sender:
             buf.tail = fut
         self._track(fut)
 
+    async def _start(self, send: Coroutine[Any, Any, Any]) -> None:
+        """Run ``send`` in the background once the window has room (backpressure)."""
+        await self._window.acquire()
+        fut = asyncio.ensure_future(send)
+        fut.add_done_callback(lambda _: self._window.release())
+        self._track(fut)
+
     def _track(self, fut: asyncio.Future[Any]) -> None:
         self._pending.add(fut)
 
@@ -519,22 +557,37 @@ class Sender:
     # --- requests -----------------------------------------------------------------------------
 
     def _request(
-        self, topic: str, mq: MessageQueue, body: bytes, props: str | None, *, batch: bool, sysflag: int = 0
+        self, topic: str, mq: MessageQueue, body: Any, props: str | None, *, batch: bool, sysflag: int = 0
     ) -> RemotingCommand:
-        header = SendMessageRequestHeaderV2(
-            producer_group=self.opts.producer_group,
-            topic=topic,
-            default_topic=c.TBW102,
-            default_topic_queue_nums=8,
-            queue_id=mq.queue_id,
-            sys_flag=sysflag,
-            born_timestamp=int(time.time() * 1000),
-            flag=0,
-            properties=props,
-            batch=True if batch else None,
-        )
+        key = (topic, mq.queue_id, sysflag, batch)
+        template = self._headers.get(key)
+        if template is None:
+            # The header's extFields once per queue and kind; per message only the born time
+            # and the properties change (keys found by their placeholder values).
+            fields = SendMessageRequestHeaderV2(
+                producer_group=self.opts.producer_group,
+                topic=topic,
+                default_topic=c.TBW102,
+                default_topic_queue_nums=8,
+                queue_id=mq.queue_id,
+                sys_flag=sysflag,
+                born_timestamp=_BORN_PLACEHOLDER,
+                flag=0,
+                properties=_PROPS_PLACEHOLDER,
+                batch=True if batch else None,
+            ).encode()
+            born_key = next(k for k, v in fields.items() if v == str(_BORN_PLACEHOLDER))
+            props_key = next(k for k, v in fields.items() if v == _PROPS_PLACEHOLDER)
+            template = self._headers[key] = (fields, born_key, props_key)
+        fields, born_key, props_key = template
+        ext = dict(fields)
+        ext[born_key] = str(int(time.time() * 1000))
+        if props is None:
+            del ext[props_key]
+        else:
+            ext[props_key] = props
         code = RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2
-        return RemotingCommand.request(code, header.encode(), body)
+        return RemotingCommand.request(code, ext, body)
 
     async def _invoke(
         self, topic: str, mq: MessageQueue, addrs: dict[str, str], req: RemotingCommand, uniqs: list[str]
@@ -570,7 +623,7 @@ class Sender:
         self,
         topic: str,
         mq: MessageQueue,
-        body: bytes,
+        body: bytes | memoryview,
         uniqs: list[str],
         addrs: dict[str, str],
         previous: asyncio.Future[None] | None,
@@ -592,9 +645,7 @@ class Sender:
             if half:
                 self.halves.append((addrs[mq.broker_name], results[0].offset_msg_id, results[0].queue_offset))
 
-        while len(self._pending) >= 2 * self.opts.max_inflight_requests:  # backpressure
-            await asyncio.wait(list(self._pending), return_when=asyncio.FIRST_COMPLETED)
-        self._track(asyncio.ensure_future(send()))
+        await self._start(send())
 
     async def finish(self) -> None:
         """Send what is buffered and wait until every send is acknowledged."""
@@ -616,6 +667,26 @@ def _clean(text: str, what: str) -> str:
     if "\x01" in text or "\x02" in text:
         raise ApogeeSparkError(f"a {what} value contains a \\x01 or \\x02 character")
     return text
+
+
+def _property_part(name: str, values: pa.Array, what: str) -> pa.Array:
+    """``\x02NAME\x01value`` per row of a string column, ``""`` where it is null or empty."""
+    for bad in ("\x01", "\x02"):
+        if pc.any(pc.match_substring(values, bad)).as_py():
+            raise ApogeeSparkError(f"a {what} value contains a \\x01 or \\x02 character")
+    present = pc.fill_null(pc.greater(pc.utf8_length(values), 0), False)
+    return pc.if_else(present, pc.binary_join_element_wise(f"\x02{name}\x01", values, ""), "")
+
+
+def _cuts(ends: Any, first: int, stop: int, max_bytes: int) -> Iterator[tuple[int, int]]:
+    """Rows ``[first, stop)`` cut into runs whose items (item ``i`` spans ``ends[i]..ends[i+1]``)
+    take at most ``max_bytes`` (a run holds at least one row)."""
+    lo = first
+    while lo < stop:
+        hi = int(np.searchsorted(ends, ends[lo] + max_bytes, side="right")) - 1
+        hi = min(max(hi, lo + 1), stop)
+        yield lo, hi
+        lo = hi
 
 
 def _keys_text(key: Any) -> str:
