@@ -13,6 +13,7 @@ import logging
 import zlib
 from collections.abc import Callable
 
+from apogee.common.aio import wait_event
 from apogee.errors import ApogeeError
 from apogee.remoting.bodies.route import DataVersion, RegisterBrokerBody, TopicConfigData
 from apogee.remoting.client import RemotingClient
@@ -90,10 +91,7 @@ class NamesrvRegistrar:
 
     async def _loop(self) -> None:
         while True:
-            try:
-                await asyncio.wait_for(self._wake.wait(), self._period_ms / 1000)
-            except TimeoutError:
-                pass
+            await wait_event(self._wake, self._period_ms / 1000)
             self._wake.clear()
             try:
                 await self.register_all()

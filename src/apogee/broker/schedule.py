@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from apogee.common import constants as c
+from apogee.common.aio import wait_event
 from apogee.common.atomic_file import load_json_table, write_atomic
 from apogee.common.java_hash import tags_code
 from apogee.common.message import MessageExt
@@ -81,10 +82,7 @@ class ScheduleService:
 
     async def _sleep(self, level: int, seconds: float) -> None:
         event = self._wake[level]  # cleared before each delivery pass, so no arrival is missed
-        try:
-            await asyncio.wait_for(event.wait(), max(0.001, seconds))
-        except TimeoutError:
-            pass
+        await wait_event(event, max(0.001, seconds))
 
     async def _run_level(self, level: int) -> None:
         queue_id = level - 1

@@ -8,6 +8,7 @@ logs through the standard logging module on stderr, and stops cleanly on SIGINT/
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import signal
 import sys
@@ -49,6 +50,13 @@ def serve(
             print(f"error: {exc}", file=sys.stderr)
             await stop()
             return ExitStatus.CONFIG
+        # Everything built at start-up lives as long as the server: keep it out of the
+        # collector's generations, and collect the young generation less often than
+        # CPython's default (every 700 allocations), which a busy server hits many times a
+        # second; long GC pauses are what shows in p99 latency.
+        gc.collect()
+        gc.freeze()
+        gc.set_threshold(20_000, 20, 50)
         print(ready, flush=True)
         await stopping.wait()
         log.info("shutting down")

@@ -34,6 +34,7 @@ from apogee.client.selectors import MessageQueueSelector
 from apogee.client.types import SendResult, SendStatus
 from apogee.common import constants as c
 from apogee.common.accel import native
+from apogee.common.aio import within
 from apogee.common.message import Message, MessageQueue
 from apogee.common.message_codec import encode_batch, properties_to_string
 from apogee.common.message_id import UniqIdGenerator
@@ -940,7 +941,7 @@ class Producer:
         if timeout_ms is None:
             await waiter
         else:
-            await asyncio.wait_for(waiter, timeout_ms / 1000)
+            await within(waiter, timeout_ms / 1000)
 
 
 def _retry_fields(msg: Message) -> tuple[int | None, int | None]:

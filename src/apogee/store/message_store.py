@@ -284,6 +284,12 @@ class MessageStore:
 
     def _wake_dispatch(self) -> None:
         self._wake_pending = False
+        # Dispatch right here when nothing else is dispatching and no file is needed: a held
+        # pull is then answered in this loop turn rather than after the dispatch task's own
+        # wake-up (two turns later).  Anything else goes to the task.
+        if not self._dispatch_lock.locked() and self._running:
+            if self.dispatcher.dispatch(self._dispatch_limit(), DISPATCH_BATCH) == DONE:
+                return
         if self._dispatch_event is not None:
             self._dispatch_event.set()
 

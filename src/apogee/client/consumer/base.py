@@ -8,7 +8,6 @@ policies (flow control, listeners, polling) live in their own modules.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from typing import Any
@@ -27,6 +26,7 @@ from apogee.client.consumer.subscription import Subscription, build_subscription
 from apogee.client.instance import ClientInstance
 from apogee.client.types import ConsumeFromWhere, MessageModel, PullResult
 from apogee.common import constants as c
+from apogee.common.aio import wait_event
 from apogee.common.message import MessageExt, MessageQueue
 from apogee.errors import ApogeeError, ClientStateError, NoRouteError
 from apogee.remoting.bodies.heartbeat import ConsumerData
@@ -207,8 +207,7 @@ class ConsumerBase:
                 raise
             except Exception:
                 log.exception("rebalance of %s failed", self.group)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(event.wait(), self.config.rebalance_interval_ms / 1000)
+            await wait_event(event, self.config.rebalance_interval_ms / 1000)
             event.clear()
 
     async def do_rebalance(self) -> bool:

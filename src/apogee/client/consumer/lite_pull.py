@@ -29,6 +29,7 @@ from apogee.client.consumer.process_queue import ProcessQueue
 from apogee.client.consumer.rebalance import Rebalancer
 from apogee.client.consumer.subscription import Subscription, build_subscription
 from apogee.client.types import MessageModel, PullStatus
+from apogee.common.aio import within
 from apogee.common.message import MessageExt, MessageQueue
 from apogee.errors import ApogeeError, ClientError, ClientStateError
 
@@ -278,7 +279,7 @@ class LitePullConsumer(ConsumerBase):
                 if remaining <= 0:
                     return []
                 try:
-                    fetched = await asyncio.wait_for(ready.get(), remaining)
+                    fetched = await within(ready.get(), remaining)
                 except TimeoutError:
                     return []
             else:

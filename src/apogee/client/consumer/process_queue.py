@@ -17,10 +17,14 @@ plus a deque of offsets: the smallest held offset is found in amortised O(1).
 from __future__ import annotations
 
 import collections
+import operator
 from collections.abc import Iterable, Sequence
+from itertools import islice, repeat
 
 from apogee.common import constants as c
 from apogee.common.message import MessageExt
+
+_BODY = operator.attrgetter("body")
 
 REBALANCE_LOCK_MAX_LIVE_MS = 30_000
 PULL_MAX_IDLE_MS = 120_000
@@ -66,6 +70,20 @@ class ProcessQueue:
 
     def put(self, msgs: Sequence[MessageExt]) -> bool:
         """Add a pulled batch; True when an orderly consumer should be woken to consume."""
+        if msgs and msgs[0].queue_offset > self.queue_offset_max:
+            offsets = [m.queue_offset for m in msgs]
+            if all(map(operator.lt, offsets, islice(offsets, 1, None))):
+                # The usual pulled batch: increasing offsets beyond everything held, so none of
+                # them is in the table or being consumed; add it with C-level loops.
+                self._msgs.update(zip(offsets, msgs))
+                self._order.extend(offsets)
+                self.msg_count += len(offsets)
+                self.msg_size += sum(map(len, map(_BODY, msgs)))
+                self.queue_offset_max = offsets[-1]
+                if not self.consuming:
+                    self.consuming = True
+                    return True
+                return False
         added = 0
         size = 0
         table = self._msgs
@@ -111,12 +129,21 @@ class ProcessQueue:
         table = self._msgs
         if not table:
             return -1
-        removed = 0
-        size = 0
-        for msg in msgs:
-            if table.pop(msg.queue_offset, None) is not None:
-                removed += 1
-                size += len(msg.body)
+        if msgs.__class__ is list:
+            before = len(table)
+            popped = list(map(table.pop, [m.queue_offset for m in msgs], repeat(None)))
+            removed = before - len(table)
+            if removed == len(popped):
+                size = sum(map(len, map(_BODY, msgs)))
+            else:
+                size = sum(len(m.body) for m in popped if m is not None)
+        else:
+            removed = 0
+            size = 0
+            for msg in msgs:
+                if table.pop(msg.queue_offset, None) is not None:
+                    removed += 1
+                    size += len(msg.body)
         self.msg_count -= removed
         self.msg_size -= size
         first = self._first()

@@ -30,6 +30,7 @@ from apogee.client.consumer.rebalance import Rebalancer
 from apogee.client.consumer.subscription import build_subscription
 from apogee.client.types import MessageModel, PullStatus
 from apogee.common import constants as c
+from apogee.common.aio import within
 from apogee.common.message import MessageQueue
 from apogee.errors import ApogeeError, ClientStateError
 
@@ -177,7 +178,7 @@ class PushConsumer(ConsumerBase):
             assert isinstance(self.service, OrderlyConsumeService)
             lock = self.service.consume_locks[mq]
             try:
-                await asyncio.wait_for(lock.acquire(), self.config.drain_timeout_ms / 1000)
+                await within(lock.acquire(), self.config.drain_timeout_ms / 1000)
             except TimeoutError:
                 pq.try_unlock_times += 1
                 log.warning("%s: %s is still consuming; it is released at a later rebalance", self.group, mq)
