@@ -19,7 +19,7 @@ from apogee.store.config import StoreConfig
 from apogee.store.consume_queue import ConsumeQueueTable
 from apogee.store.index_service import IndexService
 from apogee.store.layout.cq_unit import CQ_UNIT, CQ_UNIT_SIZE
-from apogee.store.results import GetResult, GetStatus, MessageFilter, QueryResult
+from apogee.store.results import GetResult, GetStatus, MessageFilter, QueryResult, TagCodeFilter
 
 _iter_units = CQ_UNIT.iter_unpack
 
@@ -87,6 +87,12 @@ class StoreReader:
 
     def _collect(self, result: GetResult, buf: memoryview, offset: int, max_msg_nums: int,
                  max_total_bytes: int, message_filter: MessageFilter | None) -> None:
+        """Pick the records for a pull from the ConsumeQueue entries in ``buf``.
+
+        Records stored back to back (a client batch, consecutive sends to one queue) leave as
+        one slice of the mapped file, not one slice each: fewer objects here, and one join
+        instead of hundreds when the response is written.
+        """
         clog = self.commitlog
         cfg = self.config
         max_phy = clog.max_offset
@@ -101,7 +107,13 @@ class StoreReader:
         count = 0
         next_file_start = -1
         max_phy_pulling = 0
-        get = clog.get_message
+        find = clog.mfq.find
+        by_tag = message_filter.is_matched_by_consume_queue if message_filter is not None else None
+        by_record = (message_filter.is_matched_by_commit_log
+                     if message_filter is not None and not isinstance(message_filter, TagCodeFilter) else None)
+        mf = None
+        mf_start = mf_end = 0  # readable range of mf (global offsets)
+        run_start = run_end = -1  # the slice being built (global offsets within mf)
         window = buf[:nbytes]
         try:
             for i, (phys, size, tags) in enumerate(_iter_units(window)):
@@ -121,25 +133,38 @@ class StoreReader:
                     if full:
                         consumed = i
                         break
-                if message_filter is not None and not message_filter.is_matched_by_consume_queue(tags):
+                if by_tag is not None and not by_tag(tags):
                     continue
-                view = get(phys, size) if size > 0 else None
-                if view is None:
-                    if not count:
-                        status = GetStatus.MESSAGE_WAS_REMOVING
-                    next_file_start = clog.roll_next_file(phys)
-                    continue
-                if message_filter is not None and not message_filter.is_matched_by_commit_log(view):
-                    if not count:
-                        status = GetStatus.NO_MATCHED_MESSAGE
-                    view.release()
-                    continue
-                buffers.append(view)
+                if not (mf_start <= phys and phys + size <= mf_end) or size <= 0:
+                    found = find(phys) if size > 0 else None
+                    if found is None or phys - found.start + size > found.wrote:
+                        if not count:
+                            status = GetStatus.MESSAGE_WAS_REMOVING
+                        next_file_start = clog.roll_next_file(phys)
+                        continue
+                    if run_start >= 0:
+                        buffers.append(mf.view[run_start - mf_start : run_end - mf_start])  # type: ignore[union-attr]
+                        run_start = run_end = -1
+                    mf, mf_start, mf_end = found, found.start, found.start + found.wrote
+                if by_record is not None:
+                    with mf.view[phys - mf_start : phys + size - mf_start] as record:  # type: ignore[union-attr]
+                        matched = by_record(record)
+                    if not matched:
+                        if not count:
+                            status = GetStatus.NO_MATCHED_MESSAGE
+                        continue
+                if phys != run_end:
+                    if run_start >= 0:
+                        buffers.append(mf.view[run_start - mf_start : run_end - mf_start])  # type: ignore[union-attr]
+                    run_start = phys
+                run_end = phys + size
                 qoffsets.append(offset + i)
                 total += size
                 count += 1
                 status = GetStatus.FOUND
                 next_file_start = -1
+            if run_start >= 0:
+                buffers.append(mf.view[run_start - mf_start : run_end - mf_start])  # type: ignore[union-attr]
         finally:
             window.release()
         result.status = status

@@ -147,8 +147,9 @@ class TagCodeFilter:
 class GetResult:
     """Messages of one queue from one offset, as zero-copy slices of the mapped CommitLog.
 
-    ``buffers[i]`` is the stored record of queue offset ``queue_offsets[i]``; hand them to
-    ``transport.writelines`` unchanged and drop them after (a live slice pins its file).
+    ``buffers`` hold the stored records of ``queue_offsets``, in order, back to back: records
+    stored contiguously share one slice.  Hand them to the transport unchanged and drop them
+    after (a live slice pins its file).
     """
 
     __slots__ = (
@@ -168,13 +169,14 @@ class GetResult:
 
     @property
     def message_count(self) -> int:
-        return len(self.buffers)
+        return len(self.queue_offsets)
 
     def release(self) -> None:
         """Release the slices now (else garbage collection does), letting files be unmapped."""
         for buf in self.buffers:
             buf.release()
         self.buffers.clear()
+        self.queue_offsets.clear()
 
     def __repr__(self) -> str:
         return (
