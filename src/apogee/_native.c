@@ -802,10 +802,15 @@ static int has_separator(PyObject *s) {
     return PyUnicode_FindChar(s, 1, 0, n, 1) >= 0 || PyUnicode_FindChar(s, 2, 0, n, 1) >= 0;
 }
 
-static PyObject *properties_to_string(PyObject *self, PyObject *args) {
-    PyObject *d;
-    int strict = 0;
-    if (!PyArg_ParseTuple(args, "O|p", &d, &strict)) return NULL;
+static PyObject *properties_to_string(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    /* METH_FASTCALL: called once per message sent. */
+    if (nargs < 1 || nargs > 2) {
+        PyErr_SetString(PyExc_TypeError, "properties_to_string(props, strict=False)");
+        return NULL;
+    }
+    PyObject *d = args[0];
+    int strict = nargs == 2 ? PyObject_IsTrue(args[1]) : 0;
+    if (strict < 0) return NULL;
     if (!PyDict_CheckExact(d)) { PyErr_SetString(PyExc_TypeError, "a dict is required"); return NULL; }
     PyObject *k, *v;
     Py_ssize_t it = 0, len = 0, n = 0;
@@ -869,19 +874,31 @@ PyDoc_STRVAR(uniq_id_now_doc,
 "uniq_id(prefix, now_ms - start_ms, seq) with now_ms read from the wall clock here; None once\n"
 "now_ms >= next_start_ms (the month rolled over: the caller recomputes its start).");
 
-static PyObject *uniq_id_now(PyObject *self, PyObject *args) {
-    PyObject *prefix;
-    long long start, next_start;
-    unsigned long long seq;
-    if (!PyArg_ParseTuple(args, "ULLK", &prefix, &start, &next_start, &seq)) return NULL;
+static PyObject *uniq_id_now(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    /* METH_FASTCALL: called once per message sent. */
+    if (nargs != 4 || !PyUnicode_Check(args[0]) || !PyUnicode_IS_ASCII(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "uniq_id_now(prefix: str (ASCII), start_ms, next_start_ms, seq)");
+        return NULL;
+    }
+    long long start = PyLong_AsLongLong(args[1]);
+    long long next_start = PyLong_AsLongLong(args[2]);
+    unsigned long long seq = PyLong_AsUnsignedLongLongMask(args[3]);
+    if (PyErr_Occurred()) return NULL;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     long long now = (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
     if (now >= next_start) Py_RETURN_NONE;
-    PyObject *call = Py_BuildValue("(OKK)", prefix, (unsigned long long)((now - start) & 0xFFFFFFFFll), seq);
-    if (!call) return NULL;
-    PyObject *out = uniq_id(self, call);
-    Py_DECREF(call);
+    PyObject *prefix = args[0];
+    Py_ssize_t pl = PyUnicode_GET_LENGTH(prefix);
+    PyObject *out = PyUnicode_New(pl + 12, 127);
+    if (!out) return NULL;
+    unsigned char *w = PyUnicode_1BYTE_DATA(out);
+    memcpy(w, PyUnicode_1BYTE_DATA(prefix), pl);
+    w += pl;
+    uint32_t m = (uint32_t)(now - start);
+    for (int k = 7; k >= 0; k--) { w[k] = HEX[m & 15]; m >>= 4; }
+    uint32_t q = (uint32_t)seq & 0xFFFF;
+    for (int k = 11; k >= 8; k--) { w[k] = HEX[q & 15]; q >>= 4; }
     return out;
 }
 
@@ -893,8 +910,9 @@ static PyMethodDef methods[] = {
     {"index_put", index_put, METH_VARARGS, index_put_doc},
     {"encode_batch", encode_batch, METH_O, encode_batch_doc},
     {"decode_records", decode_records, METH_VARARGS, decode_records_doc},
-    {"properties_to_string", properties_to_string, METH_VARARGS, properties_to_string_doc},
-    {"uniq_id_now", uniq_id_now, METH_VARARGS, uniq_id_now_doc},
+    {"properties_to_string", (PyCFunction)(void (*)(void))properties_to_string, METH_FASTCALL,
+     properties_to_string_doc},
+    {"uniq_id_now", (PyCFunction)(void (*)(void))uniq_id_now, METH_FASTCALL, uniq_id_now_doc},
     {"uniq_id", uniq_id, METH_VARARGS, uniq_id_doc},
     {NULL, NULL, 0, NULL},
 };
