@@ -14,6 +14,8 @@ prints the median of the runs.  Cases:
   dispatch and flushing run interleaved, as in the broker.
 * dispatch: building ConsumeQueue and index entries for the appended messages.
 * read: ``get_message`` over every queue in batches of 32 (zero-copy slices).
+* batch: client batch bodies of 256 messages put as the broker puts SEND_BATCH_MESSAGE, through
+  the pure-Python path and, when built, the C path (``apogee._native``), then dispatched.
 
 Rates are wall-clock; ``/cpu-s`` rates divide by the CPU time of the event-loop thread only
 (``time.thread_time``), which stays meaningful when other processes share the machine.
@@ -31,8 +33,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from apogee.common.accel import native
+from apogee.common.message_codec import decode_batch, encode_batch_py
 from apogee.common.message_id import UniqIdGenerator
-from apogee.store import FlushDiskType, InnerMessage, MessageStore, StoreConfig
+from apogee.store import FlushDiskType, InnerBatch, InnerMessage, MessageStore, StoreConfig
 
 QUEUES = 8
 TOPIC = "BenchTopic"
@@ -78,6 +82,40 @@ async def bench_append_nowait(root: Path, msgs: list[InnerMessage]) -> dict[str,
         return {"append/s": n / (t1 - t0), "MB/s": nbytes / (t1 - t0) / 1e6,
                 "append/cpu-s": n / (c1 - c0), "dispatch/s": n / (t2 - t1),
                 "dispatch/cpu-s": n / (c2 - c1)}
+
+
+def make_batches(msgs: list[InnerMessage], per_batch: int) -> list[tuple[int, bytes]]:
+    """Client batch bodies (as a producer's auto-batching sends them), one queue each."""
+    out = []
+    for start in range(0, len(msgs), per_batch):
+        chunk = msgs[start : start + per_batch]
+        props = [m.properties.replace("\x02CLUSTER\x01DefaultCluster", "") for m in chunk]  # type: ignore[union-attr]
+        out.append((chunk[0].queue_id, encode_batch_py([(0, m.body, p) for m, p in zip(chunk, props, strict=True)])))
+    return out
+
+
+async def bench_batches(root: Path, batches: list[tuple[int, bytes]], native_path: bool) -> dict[str, float]:
+    """SEND_BATCH_MESSAGE bodies into the store, as the broker puts them: through the C path
+    (the body written as is) or the pure-Python one (decoded into items first)."""
+    fresh(root)
+    async with MessageStore(make_config(root, FlushDiskType.ASYNC_FLUSH)) as store:
+        props = "CLUSTER\x01DefaultCluster"
+        hosts = {"born_host": ("10.0.0.2", 50000), "store_host": ("10.0.0.1", 10911)}
+        t0, c0 = time.perf_counter(), time.thread_time()
+        n = 0
+        for qid, body in batches:
+            if native_path:
+                scan = native.scan_batch(body, props.encode(), 4 << 20)
+                batch = InnerBatch(TOPIC, qid, [], props, raw=body, raw_scan=scan, **hosts)  # type: ignore[arg-type]
+            else:
+                batch = InnerBatch(TOPIC, qid, decode_batch(body), props, **hosts)  # type: ignore[arg-type]
+            result, _ = store.put_messages_nowait(batch)
+            n += result.msg_num
+        t1, c1 = time.perf_counter(), time.thread_time()
+        await store.wait_dispatched()
+        t2, c2 = time.perf_counter(), time.thread_time()
+        return {"append/s": n / (t1 - t0), "append/cpu-s": n / (c1 - c0),
+                "dispatch/s": n / (t2 - t1), "dispatch/cpu-s": n / (c2 - c1)}
 
 
 async def bench_writers(root: Path, msgs: list[InnerMessage], flush: FlushDiskType,
@@ -245,7 +283,7 @@ def main() -> None:
     ap.add_argument("--dir", default="/work/.bench-store")
     ap.add_argument("--rss", action="store_true", help="only the resident-memory run")
     ap.add_argument("--rss-gib", type=float, default=5.0)
-    ap.add_argument("--only", default="", help="comma list of cases: nowait,async,sync,read,placement")
+    ap.add_argument("--only", default="", help="comma list of cases: batch,nowait,async,sync,read,placement")
     args = ap.parse_args()
     try:
         import uvloop
@@ -262,7 +300,15 @@ def main() -> None:
         msgs = make_messages(args.count, size)
         sync_msgs = msgs[: args.sync_count]
         sync_one = msgs[: max(1, args.sync_count // 10)]
+        batches = make_batches(msgs, 256)
         cases: list[tuple[str, str, Callable[[], dict[str, float]]]] = [
+            ("batch", "ASYNC_FLUSH batches of 256, pure Python path ",
+             lambda b=batches: asyncio.run(bench_batches(root, b, False))),
+        ]
+        if native is not None:
+            cases.append(("batch", "ASYNC_FLUSH batches of 256, C path (_native) ",
+                          lambda b=batches: asyncio.run(bench_batches(root, b, True))))
+        cases += [
             ("nowait", "ASYNC_FLUSH  1 writer  put_message_nowait        ",
              lambda msgs=msgs: asyncio.run(bench_append_nowait(root, msgs))),
             ("async", "ASYNC_FLUSH  1 writer  await put_message        ",
