@@ -102,11 +102,13 @@ class ColumnBuilder:
         """The accumulated rows as one batch of ``self.schema``; the builder starts over."""
         chunks = self.chunks
         self._reset()
+        if not chunks:
+            return pa.RecordBatch.from_pylist([], schema=self.schema)
         data = b"".join([buf for buf, *_ in chunks] + [_PAD]) if len(chunks) != 1 else chunks[0][0] + _PAD
         raw = np.frombuffer(data, np.uint8)
         bases = np.cumsum([0] + [len(buf) for buf, *_ in chunks[:-1]], dtype=np.int64)
         counts = [len(p) for _, p, _, _ in chunks]
-        pos = np.concatenate([np.asarray(p, np.int64) for _, p, _, _ in chunks]) if chunks else np.zeros(0, np.int64)
+        pos = np.concatenate([np.asarray(p, np.int64) for _, p, _, _ in chunks])
         pos += np.repeat(bases, counts)
         head = _gather(raw, pos, OFF_BODY).view(FIXED_DTYPE).ravel()
         qoff = head["QUEUEOFFSET"]
@@ -220,28 +222,34 @@ class _Fast:
 
     def _properties(self) -> dict[str, Any]:
         """Tags, keys, UNIQ_KEY and the user properties of every row, from the properties
-        strings, with Arrow kernels (no per-row Python)."""
+        strings, with Arrow kernels and numpy (no per-row Python).  Items without a ``\x01``
+        or with an empty name or value are dropped, and a name given twice keeps its last
+        value, as ``parse_properties`` does; filters run only when something is dropped."""
         n = self.n
         items = pc.split_pattern(self._properties_text(), "\x02")
         parents = pc.list_parent_indices(items)
         pairs = pc.split_pattern(items.flatten(), "\x01", max_splits=1)
         ok = pc.equal(pc.list_value_length(pairs), 2)
-        pairs, parents = pairs.filter(ok), parents.filter(ok)
+        if not pc.all(ok).as_py():
+            pairs, parents = pairs.filter(ok), parents.filter(ok)
         names = pc.list_element(pairs, 0)
         values = pc.list_element(pairs, 1)
-        nonempty = pc.and_(pc.greater(pc.utf8_length(names), 0), pc.greater(pc.utf8_length(values), 0))
-        names, values, parents = names.filter(nonempty), values.filter(nonempty), parents.filter(nonempty)
-        rows = pa.array(np.arange(n, dtype=np.int64))
+        nonempty = pc.and_(pc.greater(pc.binary_length(names), 0), pc.greater(pc.binary_length(values), 0))
+        if not pc.all(nonempty).as_py():
+            names, values, parents = names.filter(nonempty), values.filter(nonempty), parents.filter(nonempty)
+        row_of = parents.to_numpy(zero_copy_only=False)
 
         def one(name: str) -> pa.Array:
             mask = pc.equal(names, name)
-            where = pc.index_in(rows, value_set=parents.filter(mask))
-            return pc.take(values.filter(mask), where)
+            at = np.full(n, -1, np.int64)
+            at[row_of[mask.to_numpy(zero_copy_only=False)]] = np.arange(pc.sum(mask).as_py() or 0)
+            return pc.take(values.filter(mask), pa.array(at, mask=at < 0))
 
         out: dict[str, Any] = {"tags": one(c.TAGS), "keys": one(c.KEYS), "uniq": one(c.UNIQ_KEY)}
         if "properties" in self.owner.names:
             user = pc.invert(pc.or_(pc.is_in(names, _SYSTEM), pc.starts_with(names, INTERNAL_PROPERTY_PREFIX)))
-            counts = np.bincount(parents.filter(user).to_numpy(zero_copy_only=False), minlength=n)
+            user_np = user.to_numpy(zero_copy_only=False)
+            counts = np.bincount(row_of[user_np], minlength=n)
             map_offsets = pa.array(np.concatenate([[0], np.cumsum(counts)]).astype(np.int32))
             out["map"] = (map_offsets, names.filter(user), values.filter(user))
         return out
