@@ -152,6 +152,9 @@ class Driver:
     def wait(self, timeout: float) -> int:
         try:
             return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()  # never leave a Spark driver running behind a failed test
+            raise
         finally:
             self.log.close()
 
@@ -190,15 +193,17 @@ def test_driver_killed_mid_batch_and_after_the_sink_commit_writes_once(
     try:
         # 1. Killed while a batch is in flight (planned in the offset log, not yet committed).
         first = Driver(tmp_path, *args, "processing")
-        deadline = time.monotonic() + 120
-        while True:
-            offsets, commits = batch_files(checkpoint, "offsets"), batch_files(checkpoint, "commits")
-            if len(commits) >= 2 and offsets - commits:
-                break
-            assert first.proc.poll() is None, first.tail()
-            assert time.monotonic() < deadline, first.tail()
-            time.sleep(0.005)
-        first.kill()
+        try:
+            deadline = time.monotonic() + 120
+            while True:
+                offsets, commits = batch_files(checkpoint, "offsets"), batch_files(checkpoint, "commits")
+                if len(commits) >= 2 and offsets - commits:
+                    break
+                assert first.proc.poll() is None, first.tail()
+                assert time.monotonic() < deadline, first.tail()
+                time.sleep(0.005)
+        finally:
+            first.kill()
         # 2. Killed by the sink right after it recorded the next batch as committed, before it
         #    committed the batch's half messages (the replay must not write them twice).
         doomed = max(batch_files(checkpoint, "offsets")) + 1
