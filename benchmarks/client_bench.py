@@ -135,7 +135,7 @@ async def wait_dispatched(ns: str, topic: str, n: int) -> None:
 
 async def w3(ns: str, topic: str, n: int, group: str) -> float:
     consumer = LitePullConsumer(
-        group, ns, pull_batch_size=PULL_BATCH, pull_threshold_for_all=50_000, pull_threshold_for_queue=20_000
+        group, ns, pull_batch_size=PULL_BATCH, pull_threshold_for_all=20_000, pull_threshold_for_queue=4_000
     )
     consumer.subscribe(topic)
     await consumer.start()
