@@ -846,32 +846,10 @@ static PyObject *properties_to_string(PyObject *self, PyObject *const *args, Py_
     return out;
 }
 
-PyDoc_STRVAR(uniq_id_doc,
-"uniq_id(prefix: str, millis: int, seq: int) -> str\n\n"
-"prefix + %08X of millis (low 32 bits) + %04X of seq (low 16 bits): the tail of a UNIQ_KEY\n"
-"(reference: message_id.UniqIdGenerator.next_id).");
-
-static PyObject *uniq_id(PyObject *self, PyObject *args) {
-    PyObject *prefix;
-    unsigned long long millis, seq;
-    if (!PyArg_ParseTuple(args, "UKK", &prefix, &millis, &seq)) return NULL;
-    if (!PyUnicode_IS_ASCII(prefix)) { PyErr_SetString(PyExc_ValueError, "prefix must be ASCII"); return NULL; }
-    Py_ssize_t pl = PyUnicode_GET_LENGTH(prefix);
-    PyObject *out = PyUnicode_New(pl + 12, 127);
-    if (!out) return NULL;
-    unsigned char *w = PyUnicode_1BYTE_DATA(out);
-    memcpy(w, PyUnicode_1BYTE_DATA(prefix), pl);
-    w += pl;
-    uint32_t m = (uint32_t)millis;
-    for (int k = 7; k >= 0; k--) { w[k] = HEX[m & 15]; m >>= 4; }
-    uint32_t q = (uint32_t)seq & 0xFFFF;
-    for (int k = 11; k >= 8; k--) { w[k] = HEX[q & 15]; q >>= 4; }
-    return out;
-}
-
 PyDoc_STRVAR(uniq_id_now_doc,
 "uniq_id_now(prefix: str, start_ms: int, next_start_ms: int, seq: int) -> str | None\n\n"
-"uniq_id(prefix, now_ms - start_ms, seq) with now_ms read from the wall clock here; None once\n"
+"prefix + %08X of (now_ms - start_ms) + %04X of seq (low 16 bits), now_ms read from the wall\n"
+"clock here (reference: message_id.UniqIdGenerator.next_id); None once\n"
 "now_ms >= next_start_ms (the month rolled over: the caller recomputes its start).");
 
 static PyObject *uniq_id_now(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -913,7 +891,6 @@ static PyMethodDef methods[] = {
     {"properties_to_string", (PyCFunction)(void (*)(void))properties_to_string, METH_FASTCALL,
      properties_to_string_doc},
     {"uniq_id_now", (PyCFunction)(void (*)(void))uniq_id_now, METH_FASTCALL, uniq_id_now_doc},
-    {"uniq_id", uniq_id, METH_VARARGS, uniq_id_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -187,12 +187,6 @@ def test_properties_to_string_refuses_non_str_and_falls_back() -> None:
     assert mc.properties_to_string({"a": 1}) == "a\x011"  # type: ignore[dict-item]
 
 
-@given(st.integers(0, 2**40), st.integers(0, 2**20))
-def test_uniq_id_tail_matches_reference(millis: int, seq: int) -> None:
-    prefix = "C0A80001" + "1234" + "DEADBEEF"
-    assert native.uniq_id(prefix, millis, seq) == f"{prefix}{millis & 0xFFFFFFFF:08X}{seq & 0xFFFF:04X}"
-
-
 def test_strict_properties_string_declines_what_validation_refuses() -> None:
     assert native.properties_to_string({"a": "b", "c": "d"}, True) == "a\x01b\x02c\x01d"
     for bad in ({"a": "x\x01y"}, {"a\x02": "y"}, {"": "y"}, {"a": None}, {"a": 1}):
