@@ -532,6 +532,19 @@ static PyObject *index_put(PyObject *self, PyObject *args) {
 
 /* ---- client side: batch body ------------------------------------------------------------------ */
 
+/* One client batch item up to its properties: TOTALSIZE, MAGIC 0, BODYCRC 0, FLAG, BODYLEN, body,
+ * PROPLEN.  Returns where the properties go. */
+static unsigned char *put_batch_item_head(unsigned char *w, uint32_t flag, const char *body, Py_ssize_t blen,
+                                          Py_ssize_t plen) {
+    be32(w, (uint32_t)(BATCH_HEAD + blen + 2 + plen));
+    be32(w + 4, 0); be32(w + 8, 0);
+    be32(w + 12, flag);
+    be32(w + 16, (uint32_t)blen);
+    memcpy(w + BATCH_HEAD, body, blen);
+    be16(w + BATCH_HEAD + blen, (uint16_t)plen);
+    return w + BATCH_HEAD + blen + 2;
+}
+
 PyDoc_STRVAR(encode_batch_doc,
 "encode_batch(items: list[tuple[int, bytes, str]]) -> bytes\n\n"
 "The client batch body (reference: apogee.common.message_codec.encode_batch, for items whose\n"
@@ -567,15 +580,9 @@ static PyObject *encode_batch(PyObject *self, PyObject *arg) {
         PyObject *bo = PyTuple_GET_ITEM(it, 1);
         Py_ssize_t blen = PyBytes_GET_SIZE(bo), plen;
         const char *pu = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(it, 2), &plen);
-        be32(w, (uint32_t)(BATCH_HEAD + blen + 2 + plen));
-        be32(w + 4, 0); be32(w + 8, 0);
-        be32(w + 12, (uint32_t)flag);
-        be32(w + 16, (uint32_t)blen);
-        memcpy(w + BATCH_HEAD, PyBytes_AS_STRING(bo), blen);
-        w += BATCH_HEAD + blen;
-        be16(w, (uint16_t)plen);
-        memcpy(w + 2, pu, plen);
-        w += 2 + plen;
+        w = put_batch_item_head(w, (uint32_t)flag, PyBytes_AS_STRING(bo), blen, plen);
+        memcpy(w, pu, plen);
+        w += plen;
     }
 done:
     Py_DECREF(seq);
@@ -846,6 +853,25 @@ static PyObject *properties_to_string(PyObject *self, PyObject *const *args, Py_
     return out;
 }
 
+/* prefix + %08X (now - start) + %04X (seq & 0xFFFF); NULL without an error once now >= next_start. */
+static PyObject *make_uniq(PyObject *prefix, long long start, long long next_start, unsigned long long seq) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    long long now = (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    if (now >= next_start) return NULL;
+    Py_ssize_t pl = PyUnicode_GET_LENGTH(prefix);
+    PyObject *out = PyUnicode_New(pl + 12, 127);
+    if (!out) return NULL;
+    unsigned char *w = PyUnicode_1BYTE_DATA(out);
+    memcpy(w, PyUnicode_1BYTE_DATA(prefix), pl);
+    w += pl;
+    uint32_t m = (uint32_t)(now - start);
+    for (int k = 7; k >= 0; k--) { w[k] = HEX[m & 15]; m >>= 4; }
+    uint32_t q = (uint32_t)seq & 0xFFFF;
+    for (int k = 11; k >= 8; k--) { w[k] = HEX[q & 15]; q >>= 4; }
+    return out;
+}
+
 PyDoc_STRVAR(uniq_id_now_doc,
 "uniq_id_now(prefix: str, start_ms: int, next_start_ms: int, seq: int) -> str | None\n\n"
 "prefix + %08X of (now_ms - start_ms) + %04X of seq (low 16 bits), now_ms read from the wall\n"
@@ -862,22 +888,149 @@ static PyObject *uniq_id_now(PyObject *self, PyObject *const *args, Py_ssize_t n
     long long next_start = PyLong_AsLongLong(args[2]);
     unsigned long long seq = PyLong_AsUnsignedLongLongMask(args[3]);
     if (PyErr_Occurred()) return NULL;
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    long long now = (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-    if (now >= next_start) Py_RETURN_NONE;
-    PyObject *prefix = args[0];
-    Py_ssize_t pl = PyUnicode_GET_LENGTH(prefix);
-    PyObject *out = PyUnicode_New(pl + 12, 127);
-    if (!out) return NULL;
-    unsigned char *w = PyUnicode_1BYTE_DATA(out);
-    memcpy(w, PyUnicode_1BYTE_DATA(prefix), pl);
-    w += pl;
-    uint32_t m = (uint32_t)(now - start);
-    for (int k = 7; k >= 0; k--) { w[k] = HEX[m & 15]; m >>= 4; }
-    uint32_t q = (uint32_t)seq & 0xFFFF;
-    for (int k = 11; k >= 8; k--) { w[k] = HEX[q & 15]; q >>= 4; }
+    PyObject *out = make_uniq(args[0], start, next_start, seq);
+    if (!out && !PyErr_Occurred()) Py_RETURN_NONE;
     return out;
+}
+
+/* ---- client side: the auto-batching producer's per-message work ------------------------------ */
+
+PyDoc_STRVAR(batch_append_doc,
+"batch_append(buf: bytearray, flag: int, body: bytes, props: dict, prefix: str, start_ms: int,\n"
+"             next_start_ms: int, seq: int) -> str | None\n\n"
+"Give the message a UNIQ_KEY when props has none (a new id as uniq_id_now makes it, stored in\n"
+"props), then append its batch item (encode_batch's layout) to buf; returns the UNIQ_KEY.\n"
+"None, with buf unchanged, for anything the producer's checked path must decide: a property\n"
+"strict properties_to_string refuses, properties over 32767 UTF-8 bytes, or the month rolled\n"
+"over (reference: Producer._append_py).");
+
+static PyObject *UNIQ_KEY_NAME = NULL;
+
+static PyObject *batch_append(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    /* METH_FASTCALL: called once per message given to send_async. */
+    if (nargs != 8 || !PyByteArray_CheckExact(args[0]) || !PyBytes_CheckExact(args[2]) ||
+        !PyDict_CheckExact(args[3]) || !PyUnicode_Check(args[4]) || !PyUnicode_IS_ASCII(args[4])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "batch_append(buf: bytearray, flag: int, body: bytes, props: dict, prefix: str (ASCII), "
+                        "start_ms, next_start_ms, seq)");
+        return NULL;
+    }
+    PyObject *buf = args[0], *body = args[2], *props = args[3];
+    long flag = PyLong_AsLong(args[1]);
+    long long start = PyLong_AsLongLong(args[5]);
+    long long next_start = PyLong_AsLongLong(args[6]);
+    unsigned long long seq = PyLong_AsUnsignedLongLongMask(args[7]);
+    if (PyErr_Occurred()) return NULL;
+    if (!UNIQ_KEY_NAME && !(UNIQ_KEY_NAME = PyUnicode_InternFromString("UNIQ_KEY"))) return NULL;
+
+    PyObject *uniq = PyDict_GetItemWithError(props, UNIQ_KEY_NAME); /* borrowed */
+    if (!uniq && PyErr_Occurred()) return NULL;
+    if (uniq && PyUnicode_CheckExact(uniq) && PyUnicode_GET_LENGTH(uniq) > 0) {
+        Py_INCREF(uniq);
+    } else if (uniq && uniq != Py_None && !(PyUnicode_CheckExact(uniq) && PyUnicode_GET_LENGTH(uniq) == 0)) {
+        Py_RETURN_NONE; /* a UNIQ_KEY that is not a str: the checked path explains */
+    } else {
+        uniq = make_uniq(args[4], start, next_start, seq);
+        if (!uniq) {
+            if (PyErr_Occurred()) return NULL;
+            Py_RETURN_NONE;
+        }
+        if (PyDict_SetItem(props, UNIQ_KEY_NAME, uniq) < 0) { Py_DECREF(uniq); return NULL; }
+    }
+
+    /* properties, strictly: str names and values, no empty name, no separator inside */
+    PyObject *k, *v;
+    Py_ssize_t it = 0, plen = 0, n = 0;
+    while (PyDict_Next(props, &it, &k, &v)) {
+        if (!PyUnicode_CheckExact(k) || !PyUnicode_CheckExact(v) || PyUnicode_GET_LENGTH(k) == 0 ||
+            has_separator(k) || has_separator(v)) goto refuse;
+        Py_ssize_t kl, vl;
+        if (!PyUnicode_AsUTF8AndSize(k, &kl) || !PyUnicode_AsUTF8AndSize(v, &vl)) {
+            PyErr_Clear(); /* a lone surrogate: the checked path explains */
+            goto refuse;
+        }
+        plen += kl + 1 + vl;
+        n++;
+    }
+    if (n) plen += n - 1;
+    if (plen > MAX_PROPERTIES) goto refuse;
+
+    Py_ssize_t blen = PyBytes_GET_SIZE(body), old = PyByteArray_GET_SIZE(buf);
+    Py_ssize_t size = BATCH_HEAD + blen + 2 + plen;
+    if (PyByteArray_Resize(buf, old + size) < 0) { Py_DECREF(uniq); return NULL; }
+    unsigned char *w = put_batch_item_head((unsigned char *)PyByteArray_AS_STRING(buf) + old, (uint32_t)flag,
+                                           PyBytes_AS_STRING(body), blen, plen);
+    Py_ssize_t i = 0;
+    it = 0;
+    while (PyDict_Next(props, &it, &k, &v)) {
+        Py_ssize_t kl, vl;
+        const char *ks = PyUnicode_AsUTF8AndSize(k, &kl), *vs = PyUnicode_AsUTF8AndSize(v, &vl);
+        if (i++) *w++ = 0x02;
+        memcpy(w, ks, kl); w += kl;
+        *w++ = 0x01;
+        memcpy(w, vs, vl); w += vl;
+    }
+    return uniq;
+refuse:
+    Py_DECREF(uniq);
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(complete_sends_doc,
+"complete_sends(futures: list, result_type: type, status, uniqs: list[str], offset_ids: list[str],\n"
+"               mq, first_offset: int, region: str, trace: bool) -> None\n\n"
+"For each i: result_type(status, uniqs[i] or offset_ids[i], offset_ids[i], mq, first_offset + i,\n"
+"region, trace), built as a tuple subclass without result_type.__new__'s checks, set as the\n"
+"result of futures[i] unless that future is done (reference: api.parse_send_response + the\n"
+"loop in Producer._batch_done).  The three lists must have the same length.");
+
+static PyObject *complete_sends(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 9 || !PyList_CheckExact(args[0]) || !PyType_Check(args[1]) ||
+        !PyType_IsSubtype((PyTypeObject *)args[1], &PyTuple_Type) || !PyList_CheckExact(args[3]) ||
+        !PyList_CheckExact(args[4])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "complete_sends(futures: list, result_type: tuple subclass, status, uniqs: list, "
+                        "offset_ids: list, mq, first_offset, region, trace)");
+        return NULL;
+    }
+    PyObject *futures = args[0], *uniqs = args[3], *ids = args[4];
+    PyTypeObject *rt = (PyTypeObject *)args[1];
+    Py_ssize_t n = PyList_GET_SIZE(futures);
+    if (PyList_GET_SIZE(uniqs) != n || PyList_GET_SIZE(ids) != n) {
+        PyErr_SetString(PyExc_ValueError, "futures, uniqs and offset_ids differ in length");
+        return NULL;
+    }
+    long long first = PyLong_AsLongLong(args[6]);
+    if (first == -1 && PyErr_Occurred()) return NULL;
+    static PyObject *done_name = NULL, *set_result_name = NULL;
+    if (!done_name && !(done_name = PyUnicode_InternFromString("done"))) return NULL;
+    if (!set_result_name && !(set_result_name = PyUnicode_InternFromString("set_result"))) return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *fut = PyList_GET_ITEM(futures, i);
+        PyObject *d = PyObject_CallMethodNoArgs(fut, done_name);
+        if (!d) return NULL;
+        int is_done = PyObject_IsTrue(d);
+        Py_DECREF(d);
+        if (is_done < 0) return NULL;
+        if (is_done) continue;
+        PyObject *uniq = PyList_GET_ITEM(uniqs, i), *oid = PyList_GET_ITEM(ids, i);
+        int has_uniq = PyObject_IsTrue(uniq);
+        if (has_uniq < 0) return NULL;
+        PyObject *r = rt->tp_alloc(rt, 7);
+        if (!r) return NULL;
+        PyObject *off = PyLong_FromLongLong(first + i);
+        if (!off) { Py_DECREF(r); return NULL; }
+        PyObject *vals[7] = {args[2], has_uniq ? uniq : oid, oid, args[5], off, args[7], args[8]};
+        for (int j = 0; j < 7; j++) {
+            if (j != 4) Py_INCREF(vals[j]);
+            PyTuple_SET_ITEM(r, j, vals[j]);
+        }
+        PyObject *ok = PyObject_CallMethodOneArg(fut, set_result_name, r);
+        Py_DECREF(r);
+        if (!ok) return NULL;
+        Py_DECREF(ok);
+    }
+    Py_RETURN_NONE;
 }
 
 static PyMethodDef methods[] = {
@@ -891,6 +1044,8 @@ static PyMethodDef methods[] = {
     {"properties_to_string", (PyCFunction)(void (*)(void))properties_to_string, METH_FASTCALL,
      properties_to_string_doc},
     {"uniq_id_now", (PyCFunction)(void (*)(void))uniq_id_now, METH_FASTCALL, uniq_id_now_doc},
+    {"batch_append", (PyCFunction)(void (*)(void))batch_append, METH_FASTCALL, batch_append_doc},
+    {"complete_sends", (PyCFunction)(void (*)(void))complete_sends, METH_FASTCALL, complete_sends_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -78,8 +78,11 @@ def _ext_int(ext: dict[str, str] | None, key: str, default: int = 0) -> int:
         return default
 
 
-def parse_send_response(resp: RemotingCommand, mq: MessageQueue, uniq_ids: list[str]) -> list[SendResult]:
-    """Send results for the ``len(uniq_ids)`` messages of one send (one, or a batch).
+def send_response_fields(
+    resp: RemotingCommand, mq: MessageQueue, count: int
+) -> tuple[SendStatus, list[str], MessageQueue, int, str, bool]:
+    """What a send response says of its ``count`` messages: status, the ``count`` offset ids,
+    the queue, the first queue offset, region and trace flag; ``RemoteError`` for a failure.
 
     A batch response carries the offset ids comma-joined and the first message's queue
     offset; the others follow consecutively.
@@ -95,8 +98,19 @@ def parse_send_response(resp: RemotingCommand, mq: MessageQueue, uniq_ids: list[
     trace = ext.get("TRACE_ON") == "true"
     if queue_id != mq.queue_id:
         mq = MessageQueue(mq.topic, mq.broker_name, queue_id)
-    if len(offset_ids) != len(uniq_ids):  # a broker that answered fewer (or more) ids
-        offset_ids = (offset_ids + [""] * len(uniq_ids))[: len(uniq_ids)]
+    if len(offset_ids) != count:  # a broker that answered fewer (or more) ids
+        offset_ids = (offset_ids + [""] * count)[:count]
+    return status, offset_ids, mq, first, region, trace
+
+
+def parse_send_response(resp: RemotingCommand, mq: MessageQueue, uniq_ids: list[str]) -> list[SendResult]:
+    """Send results for the ``len(uniq_ids)`` messages of one send (one, or a batch)."""
+    return send_results(uniq_ids, *send_response_fields(resp, mq, len(uniq_ids)))
+
+
+def send_results(uniq_ids: list[str], status: SendStatus, offset_ids: list[str], mq: MessageQueue,
+                 first: int, region: str, trace: bool) -> list[SendResult]:
+    """One ``SendResult`` per message (the reference of native.complete_sends)."""
     new = tuple.__new__  # SendResult's own __new__ re-checks arguments: 2x slower per message
     return [new(SendResult, (status, uniq or offset_id, offset_id, mq, first + i, region, trace))
             for i, (uniq, offset_id) in enumerate(zip(uniq_ids, offset_ids, strict=True))]

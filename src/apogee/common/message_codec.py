@@ -588,19 +588,18 @@ def encode_batch(items: Sequence[BatchItem | tuple[int, bytes, str | Mapping[str
 
 def encode_batch_py(items: Iterable[BatchItem | tuple[int, bytes, str | Mapping[str, str]]]) -> bytes:
     """The client batch body (Java ``MessageDecoder.encodeMessages``): the reference."""
-    parts: list[bytes] = []
-    for flag, body, props in items:
-        if not isinstance(props, str):
-            props = properties_to_string(props)
-        raw_props = props.encode("utf-8")
-        if len(raw_props) > c.MAX_PROPERTIES_LENGTH:
-            raise ValueError("batch item properties longer than 32767 bytes")
-        size = 20 + len(body) + 2 + len(raw_props)
-        parts.append(_BATCH_HEAD.pack(size, 0, 0, flag, len(body)))
-        parts.append(bytes(body))
-        parts.append(_I16.pack(len(raw_props)))
-        parts.append(raw_props)
-    return b"".join(parts)
+    return b"".join([encode_batch_item(flag, body, props) for flag, body, props in items])
+
+
+def encode_batch_item(flag: int, body: bytes | bytearray, props: str | Mapping[str, str]) -> bytes:
+    """One item of a client batch body; ValueError past 32767 property bytes."""
+    if not isinstance(props, str):
+        props = properties_to_string(props)
+    raw_props = props.encode("utf-8")
+    if len(raw_props) > c.MAX_PROPERTIES_LENGTH:
+        raise ValueError("batch item properties longer than 32767 bytes")
+    size = 20 + len(body) + 2 + len(raw_props)
+    return b"".join((_BATCH_HEAD.pack(size, 0, 0, flag, len(body)), body, _I16.pack(len(raw_props)), raw_props))
 
 
 def decode_batch(body: bytes | bytearray | memoryview) -> list[BatchItem]:

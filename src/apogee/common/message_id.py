@@ -109,25 +109,27 @@ class UniqIdGenerator:
     def __init__(self, ip: str | bytes | None = None, pid: int | None = None) -> None:
         ip4 = ip_to_bytes(ip) if ip is not None else _local_ip()
         pid16 = (os.getpid() if pid is None else pid) & 0xFFFF
-        self._prefix = (ip4 + struct.pack(">HI", pid16, random.getrandbits(32))).hex().upper()
-        self._counter = itertools.count(random.getrandbits(16))
+        # prefix, counter, start_ms and next_start_ms are read by the producer's C fast path
+        # (native.batch_append), which makes the same ids as next_id from them.
+        self.prefix = (ip4 + struct.pack(">HI", pid16, random.getrandbits(32))).hex().upper()
+        self.counter = itertools.count(random.getrandbits(16))
         self._lock = threading.Lock()
-        self._start_ms, self._next_start_ms = _month_start_ms(int(time.time() * 1000))
+        self.start_ms, self.next_start_ms = _month_start_ms(int(time.time() * 1000))
 
     def next_id(self) -> str:
         # Hot path (one call per message sent): no lock unless the month rolls over, since
         # next() on itertools.count is atomic under the GIL; hex digits by format, not pack.
         if native is not None:
-            fast = native.uniq_id_now(self._prefix, self._start_ms, self._next_start_ms, next(self._counter))
+            fast = native.uniq_id_now(self.prefix, self.start_ms, self.next_start_ms, next(self.counter))
             if fast is not None:
                 return fast  # type: ignore[no-any-return]
         now = int(time.time() * 1000)
-        if now >= self._next_start_ms:
+        if now >= self.next_start_ms:
             with self._lock:
-                if now >= self._next_start_ms:
-                    self._start_ms, self._next_start_ms = _month_start_ms(now)
-        seq = next(self._counter) & 0xFFFF
-        return f"{self._prefix}{(now - self._start_ms) & 0xFFFFFFFF:08X}{seq:04X}"
+                if now >= self.next_start_ms:
+                    self.start_ms, self.next_start_ms = _month_start_ms(now)
+        seq = next(self.counter) & 0xFFFF
+        return f"{self.prefix}{(now - self.start_ms) & 0xFFFFFFFF:08X}{seq:04X}"
 
 
 _default_generator: UniqIdGenerator | None = None

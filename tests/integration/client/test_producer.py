@@ -172,6 +172,23 @@ async def test_invalid_messages_fail_before_sending(cluster: Cluster) -> None:
         assert producer.inflight == 0
 
 
+async def test_refused_properties_leave_the_batch_intact(cluster: Cluster) -> None:
+    """A message whose properties cannot go out is refused by send_async itself; the messages
+    batched around it are sent unharmed and its in-flight slot is given back."""
+    topic = unique("T_badprops")
+    async with Producer(unique("P"), cluster.ns, batch_linger_ms=50, **FAST) as producer:
+        first = await producer.send_async(Message(topic, b"before", properties={"k": "v"}))
+        for bad in ({"k": "a\x01b"}, {"k": 1}, {"": "v"}, {"k": "v" * 40_000}):
+            with pytest.raises(MessageValidationError):
+                await producer.send_async(Message(topic, b"bad", properties=bad))  # type: ignore[arg-type]
+        last = await producer.send_async(Message(topic, b"after", properties={"k": "\u00e9t\u00e9"}))
+        results = [await first, await last]
+        assert producer.inflight == 0
+    got = await read_all(cluster, topic, 2)
+    assert sorted((m.body, m.properties["k"]) for m in got) == [(b"after", "\u00e9t\u00e9"), (b"before", "v")]
+    assert {m.msg_id for m in got} == {r.msg_id for r in results}
+
+
 async def test_send_hooks_see_every_send(cluster: Cluster) -> None:
     topic = unique("T_hook")
     before: list[str] = []

@@ -200,3 +200,74 @@ def test_uniq_id_now_reads_the_clock_and_reports_the_month_rollover() -> None:
     got = native.uniq_id_now("P", now - 5000, now + 60_000, 0x12345)
     assert got[:1] == "P" and got[-4:] == "2345" and 5000 <= int(got[1:9], 16) < 65_000
     assert native.uniq_id_now("P", now - 5000, now - 1, 1) is None
+
+
+props_dicts = st.dictionaries(texts, st.one_of(texts, st.none(), st.integers()), max_size=5)
+
+
+@given(props_dicts, st.binary(min_size=1, max_size=300), st.integers(0, 0x7FFFFFFF), st.booleans())
+def test_batch_append_matches_the_checked_path(props: dict, body: bytes, flag: int, has_uniq: bool) -> None:
+    """batch_append appends exactly encode_batch_item's bytes after giving the message a
+    UNIQ_KEY, or declines, leaving the buffer alone, whenever the checked path refuses."""
+    import time
+
+    if has_uniq:
+        props["UNIQ_KEY"] = "U1"
+    before = dict(props)
+    buf = bytearray(b"head")
+    now = int(time.time() * 1000)
+    uniq = native.batch_append(buf, flag, body, props, "AB", now - 1000, now + 60_000, 7)
+    try:
+        expected_text = mc.properties_to_string_py(props) if native.properties_to_string(props, True) else None
+    except TypeError:
+        expected_text = None
+    if uniq is None:
+        assert buf == b"head"
+        assert expected_text is None or len(expected_text.encode("utf-8", "surrogatepass")) > 32767
+        return
+    assert expected_text is not None
+    assert uniq == props["UNIQ_KEY"]
+    if has_uniq:
+        assert uniq == "U1" and props == before
+    else:
+        assert uniq.startswith("AB") and uniq.endswith("0007") and len(uniq) == 14
+    assert bytes(buf) == b"head" + mc.encode_batch_item(flag, body, expected_text)
+    assert mc.decode_batch(bytes(buf[4:]))[0].body == body
+
+
+def test_batch_append_declines_long_properties_and_a_month_rollover() -> None:
+    import time
+
+    now = int(time.time() * 1000)
+    buf = bytearray()
+    assert native.batch_append(buf, 0, b"x", {"k": "v" * 40_000}, "P", now - 1, now + 60_000, 1) is None
+    props: dict[str, str] = {}
+    assert native.batch_append(buf, 0, b"x", props, "P", now - 5000, now - 1, 1) is None
+    assert buf == b"" and props == {}
+    with pytest.raises(ValueError):
+        mc.encode_batch_item(0, b"x", "k\x01" + "v" * 40_000)
+
+
+def test_complete_sends_matches_send_results() -> None:
+    import asyncio
+
+    from apogee.client.api import send_results
+    from apogee.client.types import SendResult, SendStatus
+    from apogee.common.message import MessageQueue
+
+    loop = asyncio.new_event_loop()
+    try:
+        mq = MessageQueue("T", "b", 3)
+        futures = [loop.create_future() for _ in range(4)]
+        futures[2].set_result("already")
+        uniqs, ids = ["u0", "", "u2", "u3"], ["o0", "o1", "o2", "o3"]
+        native.complete_sends(futures, SendResult, SendStatus.SEND_OK, uniqs, ids, mq, 100, "r", True)
+        expected = send_results(uniqs, SendStatus.SEND_OK, ids, mq, 100, "r", True)
+        got = [f.result() for f in futures]
+        assert got[2] == "already"
+        assert [g for i, g in enumerate(got) if i != 2] == [e for i, e in enumerate(expected) if i != 2]
+        assert type(got[0]) is SendResult and got[1].msg_id == "o1" and got[3].queue_offset == 103
+        with pytest.raises(ValueError):
+            native.complete_sends(futures, SendResult, SendStatus.SEND_OK, uniqs[:2], ids, mq, 0, "", False)
+    finally:
+        loop.close()
