@@ -20,7 +20,20 @@ def parse_int(key: str, raw: str) -> int:
         raise HeaderError(f"the custom field <{key}> is not an integer: {raw!r}") from None
 
 
+def parse_text(raw: object) -> str:
+    """A string field sent as a JSON number or boolean reads as Java's String.valueOf would."""
+    if raw.__class__ is str:
+        return raw  # type: ignore[return-value]
+    if isinstance(raw, bool):
+        return "true" if raw else "false"
+    return str(raw)
+
+
 def parse_bool(key: str, raw: str) -> bool:
+    if not isinstance(raw, str):
+        if isinstance(raw, bool) or raw in (0, 1):  # a JSON boolean (Node) or 0/1 number (C++)
+            return bool(raw)
+        raise HeaderError(f"the custom field <{key}> is not a boolean: {raw!r}")
     if raw in _TRUE:
         return True
     if raw in _FALSE:

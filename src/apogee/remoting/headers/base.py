@@ -14,7 +14,7 @@ import dataclasses
 from typing import Any, ClassVar, TypeVar, get_args, get_type_hints
 
 from apogee.errors import HeaderError
-from apogee.remoting.fields import parse_bool, parse_int
+from apogee.remoting.fields import parse_bool, parse_int, parse_text
 
 H = TypeVar("H", bound="Header")
 
@@ -46,6 +46,7 @@ class Header:
     """Base class; subclasses are ``@dataclass`` declarations of one header each."""
 
     _spec: ClassVar[tuple[tuple[str, str, int, bool], ...] | None] = None
+    _codec: ClassVar[tuple[Any, Any] | None] = None
 
     @classmethod
     def _fields(cls) -> tuple[tuple[str, str, int, bool], ...]:
@@ -67,31 +68,63 @@ class Header:
     @classmethod
     def decode(cls: type[H], ext: dict[str, str] | None) -> H:
         """Build the header from a request's extFields, validating required fields."""
-        ext = ext or {}
-        values: dict[str, Any] = {}
-        for attr, key, kind, required in cls._fields():
-            raw = ext.get(key)
-            if raw is None or (raw == "" and kind != _STR):
-                if required:
-                    raise HeaderError(f"the custom field <{key}> is null")
-                continue
-            if kind == _INT:
-                values[attr] = parse_int(key, raw)
-            elif kind == _BOOL:
-                values[attr] = parse_bool(key, raw)
-            else:
-                values[attr] = raw
-        return cls(**values)
+        codec = cls.__dict__.get("_codec")
+        if codec is None:
+            codec = _compile(cls)
+        return codec[0](ext)  # type: ignore[no-any-return]
 
     def encode(self) -> dict[str, str]:
         """extFields for this header: every present value as a string."""
-        out: dict[str, str] = {}
-        for attr, key, kind, _ in self._fields():
-            value = getattr(self, attr)
-            if value is None:
-                continue
-            if kind == _BOOL:
-                out[key] = "true" if value else "false"
+        cls = type(self)
+        codec = cls.__dict__.get("_codec")
+        if codec is None:
+            codec = _compile(cls)
+        return codec[1](self)  # type: ignore[no-any-return]
+
+
+def _compile(cls: type[Header]) -> tuple[Any, Any]:
+    """A decoder and an encoder written for ``cls``'s fields, the way dataclasses writes
+    ``__init__``: every request's header goes through them, and straight-line code is several
+    times faster than a loop over the field spec.  The rules are those of the module
+    docstring: a missing or empty (non-string) required field raises HeaderError, an absent
+    optional one keeps its default, unknown keys are ignored, values are written as strings."""
+    ns: dict[str, Any] = {"cls": cls, "HeaderError": HeaderError, "parse_int": parse_int,
+                          "parse_bool": parse_bool, "parse_text": parse_text, "_EMPTY": {}}
+    dec = ["def decode(ext):", "    if not ext:", "        ext = _EMPTY", "    get = ext.get"]
+    enc = ["def encode(self):", "    out = {}"]
+    args = []
+    for i, (attr, key, kind, required) in enumerate(cls._fields()):
+        field = cls.__dataclass_fields__[attr]  # type: ignore[attr-defined]
+        assert field.init and not field.kw_only, f"{cls.__name__}.{attr}: headers are built positionally"
+        v = f"v{i}"
+        args.append(v)
+        if kind == _INT:
+            conv = f"parse_int({key!r}, raw)"
+        elif kind == _BOOL:
+            conv = f"parse_bool({key!r}, raw)"
+        else:
+            conv = "raw if raw.__class__ is str else parse_text(raw)"
+        missing = "raw is None" if kind == _STR else "raw is None or raw == ''"
+        dec += [f"    raw = get({key!r})", f"    if {missing}:"]
+        if required:
+            null = f"the custom field <{key}> is null"
+            dec += [f"        raise HeaderError({null!r})", f"    {v} = {conv}"]
+        else:
+            if field.default_factory is not dataclasses.MISSING:
+                ns[f"F{i}"] = field.default_factory
+                dec.append(f"        {v} = F{i}()")
             else:
-                out[key] = value if isinstance(value, str) else str(value)
-        return out
+                ns[f"D{i}"] = field.default
+                dec.append(f"        {v} = D{i}")
+            dec += ["    else:", f"        {v} = {conv}"]
+        enc += [f"    v = self.{attr}", "    if v is not None:"]
+        if kind == _BOOL:
+            enc.append(f"        out[{key!r}] = 'true' if v else 'false'")
+        else:
+            enc.append(f"        out[{key!r}] = v if isinstance(v, str) else str(v)")
+    dec.append(f"    return cls({', '.join(args)})")
+    enc.append("    return out")
+    exec("\n".join(dec + enc), ns)  # noqa: S102 - generated from field specs
+    codec = (ns["decode"], ns["encode"])
+    cls._codec = codec  # type: ignore[attr-defined]
+    return codec
