@@ -213,7 +213,8 @@ class Producer:
         self._free = cfg.max_inflight_messages
         self._slot_waiters: collections.deque[asyncio.Future[None]] = collections.deque()
         self._idle_waiters: list[asyncio.Future[None]] = []
-        self._pending: dict[tuple[str, MessageQueue | None], _Batch] = {}
+        # Open batches by topic (the common case: no explicit queue), or by (topic, queue).
+        self._pending: dict[str | tuple[str, MessageQueue], _Batch] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
 
     # --- lifecycle ----------------------------------------------------------------------------
@@ -780,7 +781,7 @@ class Producer:
     # --- auto-batching ------------------------------------------------------------------------
 
     def _append(self, msg: Message, fut: asyncio.Future[SendResult], queue: MessageQueue | None) -> None:
-        key = (msg.topic, queue)
+        key: str | tuple[str, MessageQueue] = msg.topic if queue is None else (msg.topic, queue)
         batch = self._pending.get(key)
         new = batch is None
         if batch is None:
@@ -820,7 +821,7 @@ class Producer:
             raise MessageValidationError(f"message to {msg.topic}: {exc}") from None
         return uniq
 
-    def _flush_key(self, key: tuple[str, MessageQueue | None]) -> None:
+    def _flush_key(self, key: str | tuple[str, MessageQueue]) -> None:
         batch = self._pending.pop(key, None)
         if batch is None:
             return
