@@ -117,6 +117,7 @@ def validate_message(msg: Message, max_message_size: int) -> None:
 
 
 _valid_topics: set[str] = set()
+_batchable_topics: set[str] = set()  # valid and not a retry topic: send_async may batch them
 _DELAY = c.DELAY
 _TRAN = c.TRAN_MSG
 _UNIQ = c.UNIQ_KEY
@@ -137,6 +138,8 @@ def check_topic(topic: str) -> None:
         raise MessageValidationError(f"sending to the system topic {topic} is not allowed")
     if len(_valid_topics) < 10_000:
         _valid_topics.add(topic)
+        if not topic.startswith(_RETRY_PREFIX):
+            _batchable_topics.add(topic)
 
 
 def split_batch(sizes: Sequence[int], max_bytes: int) -> list[range]:
@@ -669,10 +672,24 @@ class Producer:
                 and self._free > 0:
             props = msg.properties
             body = msg.body
-            if (msg.topic in _valid_topics and body.__class__ is bytes and 0 < len(body) < self._fast_body_limit
-                    and _DELAY not in props and _TRAN not in props and not msg.topic.startswith(_RETRY_PREFIX)):
+            topic = msg.topic
+            if (topic in _batchable_topics and body.__class__ is bytes and 0 < len(body) < self._fast_body_limit
+                    and _DELAY not in props and _TRAN not in props):
+                batch = self._pending.get(topic)
+                if batch is not None and native is not None and props.__class__ is dict:
+                    # The batch is open: the message goes into it here, in C (see _append).
+                    ids = self._ids
+                    uniq = native.batch_append(batch.body, msg.flag, body, props, ids.prefix,  # type: ignore[union-attr]
+                                               ids.start_ms, ids.next_start_ms, next(ids.counter))  # type: ignore[union-attr]
+                    if uniq is not None:
+                        self._free -= 1
+                        fut: asyncio.Future[SendResult] = self._loop.create_future()  # type: ignore[union-attr]
+                        batch.futures.append(fut)
+                        batch.uniqs.append(uniq)
+                        self._appended(topic, batch, msg)
+                        return fut
                 self._free -= 1
-                fut: asyncio.Future[SendResult] = self._loop.create_future()  # type: ignore[union-attr]
+                fut = self._loop.create_future()  # type: ignore[union-attr]
                 try:
                     self._append(msg, fut, None)
                 except BaseException:  # a property that cannot go out: the slot is not used
@@ -802,12 +819,15 @@ class Producer:
                 batch.handle = loop.call_later(self.config.batch_linger_ms / 1000, self._flush_key, key)
             else:
                 batch.handle = loop.call_soon(self._flush_key, key)
-        futures = batch.futures
-        futures.append(fut)
+        batch.futures.append(fut)
         batch.uniqs.append(uniq)
+        self._appended(key, batch, msg)
+
+    def _appended(self, key: str | tuple[str, MessageQueue], batch: _Batch, msg: Message) -> None:
+        """After a message joined ``batch``: keep it for the hooks, send the batch once full."""
         if self._hooks:
             batch.messages.append(msg)
-        if len(futures) >= self.config.batch_max_messages or len(batch.body) >= self.config.batch_max_bytes:
+        if len(batch.futures) >= self.config.batch_max_messages or len(batch.body) >= self.config.batch_max_bytes:
             self._flush_key(key)
 
     def _append_py(self, body: bytearray, msg: Message) -> str:
