@@ -1033,6 +1033,515 @@ static PyObject *complete_sends(PyObject *self, PyObject *const *args, Py_ssize_
     Py_RETURN_NONE;
 }
 
+/* ---- remoting frames with JSON headers --------------------------------------------------------- */
+
+/* The JSON header of a RemotingCommand has a fixed shape: a flat object of int and string
+ * fields plus the extFields object of strings.  The reader below accepts exactly that shape
+ * without escapes; anything else (an escape, a float, a nested value, a binary header, a bad
+ * length) makes decode_frames decline so that codec.FrameDecoder's pure path decodes it or
+ * raises the precise RemoteProtocolError. */
+
+typedef struct { const unsigned char *p, *end; } jcur;
+
+static inline void jws(jcur *c) {
+    while (c->p < c->end && (*c->p == ' ' || *c->p == '\t' || *c->p == '\n' || *c->p == '\r')) c->p++;
+}
+
+static inline int jeat(jcur *c, unsigned char ch) {
+    jws(c);
+    if (c->p < c->end && *c->p == ch) { c->p++; return 1; }
+    return 0;
+}
+
+/* Raw bytes of a string without escapes or control characters; 0 to decline. */
+static int jraw(jcur *c, const unsigned char **s, Py_ssize_t *n) {
+    jws(c);
+    if (c->p >= c->end || *c->p != '"') return 0;
+    const unsigned char *start = ++c->p;
+    while (c->p < c->end && *c->p != '"') {
+        if (*c->p == '\\' || *c->p < 0x20) return 0;
+        c->p++;
+    }
+    if (c->p >= c->end) return 0;
+    *s = start;
+    *n = c->p - start;
+    c->p++;
+    return 1;
+}
+
+static int hex4(const unsigned char *p, uint32_t *out) {
+    uint32_t v = 0;
+    for (int i = 0; i < 4; i++) {
+        unsigned char ch = p[i];
+        v <<= 4;
+        if (ch >= '0' && ch <= '9') v |= ch - '0';
+        else if (ch >= 'a' && ch <= 'f') v |= ch - 'a' + 10;
+        else if (ch >= 'A' && ch <= 'F') v |= ch - 'A' + 10;
+        else return 0;
+    }
+    *out = v;
+    return 1;
+}
+
+/* The body of a string with escapes, c->p just past the opening quote, as a new str; NULL
+ * (no error left set) to decline: an unknown escape, a lone surrogate, invalid UTF-8. */
+static PyObject *jstr_escaped(jcur *c) {
+    const unsigned char *p = c->p;
+    char *buf = PyMem_Malloc(c->end - p + 1), *w = buf; /* an escape never gets longer in UTF-8 */
+    if (!buf) { PyErr_Clear(); return NULL; }
+    while (p < c->end && *p != '"') {
+        unsigned char ch = *p++;
+        if (ch < 0x20) goto fail;
+        if (ch != '\\') { *w++ = (char)ch; continue; }
+        if (p >= c->end) goto fail;
+        ch = *p++;
+        switch (ch) {
+        case '"': case '\\': case '/': *w++ = (char)ch; break;
+        case 'b': *w++ = '\b'; break;
+        case 'f': *w++ = '\f'; break;
+        case 'n': *w++ = '\n'; break;
+        case 'r': *w++ = '\r'; break;
+        case 't': *w++ = '\t'; break;
+        case 'u': {
+            uint32_t cp, lo;
+            if (c->end - p < 4 || !hex4(p, &cp)) goto fail;
+            p += 4;
+            if (cp >= 0xDC00 && cp <= 0xDFFF) goto fail;
+            if (cp >= 0xD800 && cp <= 0xDBFF) {
+                if (c->end - p < 6 || p[0] != '\\' || p[1] != 'u' || !hex4(p + 2, &lo) || lo < 0xDC00 || lo > 0xDFFF)
+                    goto fail;
+                p += 6;
+                cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+            }
+            if (cp < 0x80) {
+                *w++ = (char)cp;
+            } else if (cp < 0x800) {
+                *w++ = (char)(0xC0 | (cp >> 6)); *w++ = (char)(0x80 | (cp & 0x3F));
+            } else if (cp < 0x10000) {
+                *w++ = (char)(0xE0 | (cp >> 12)); *w++ = (char)(0x80 | ((cp >> 6) & 0x3F));
+                *w++ = (char)(0x80 | (cp & 0x3F));
+            } else {
+                *w++ = (char)(0xF0 | (cp >> 18)); *w++ = (char)(0x80 | ((cp >> 12) & 0x3F));
+                *w++ = (char)(0x80 | ((cp >> 6) & 0x3F)); *w++ = (char)(0x80 | (cp & 0x3F));
+            }
+            break;
+        }
+        default: goto fail;
+        }
+    }
+    if (p >= c->end) goto fail;
+    c->p = p + 1;
+    PyObject *o = PyUnicode_DecodeUTF8(buf, w - buf, NULL);
+    PyMem_Free(buf);
+    if (!o) PyErr_Clear();
+    return o;
+fail:
+    PyMem_Free(buf);
+    return NULL;
+}
+
+/* A string value as a new str; NULL (no error left set) to decline. */
+static PyObject *jstr(jcur *c) {
+    jws(c);
+    if (c->p >= c->end || *c->p != '"') return NULL;
+    const unsigned char *s = c->p + 1, *q = s;
+    while (q < c->end && *q != '"' && *q != '\\' && *q >= 0x20) q++;
+    if (q < c->end && *q == '\\') {
+        c->p = s;
+        return jstr_escaped(c);
+    }
+    if (q >= c->end || *q != '"') return NULL;
+    c->p = q + 1;
+    PyObject *o = PyUnicode_DecodeUTF8((const char *)s, q - s, NULL);
+    if (!o) PyErr_Clear();
+    return o;
+}
+
+/* An integer literal of at most 18 digits (no fraction or exponent); 0 to decline. */
+static int jint(jcur *c, long long *out, const unsigned char **text, Py_ssize_t *tlen) {
+    jws(c);
+    const unsigned char *s = c->p;
+    int neg = 0;
+    if (c->p < c->end && *c->p == '-') { neg = 1; c->p++; }
+    if (c->p >= c->end || *c->p < '0' || *c->p > '9') return 0;
+    if (*c->p == '0' && c->p + 1 < c->end && c->p[1] >= '0' && c->p[1] <= '9') return 0;
+    long long v = 0;
+    int digits = 0;
+    while (c->p < c->end && *c->p >= '0' && *c->p <= '9') {
+        if (++digits > 18) return 0;
+        v = v * 10 + (*c->p++ - '0');
+    }
+    if (c->p < c->end && (*c->p == '.' || *c->p == 'e' || *c->p == 'E')) return 0;
+    *out = neg ? -v : v;
+    if (text) { *text = s; *tlen = c->p - s; }
+    return 1;
+}
+
+static int jword(jcur *c, const char *w) {
+    jws(c);
+    size_t n = strlen(w);
+    if ((size_t)(c->end - c->p) < n || memcmp(c->p, w, n) != 0) return 0;
+    c->p += n;
+    return 1;
+}
+
+static int jint32(jcur *c, long *out) {
+    long long v;
+    if (!jint(c, &v, NULL, NULL) || v < -2147483648LL || v > 2147483647LL) return 0;
+    *out = (long)v;
+    return 1;
+}
+
+/* Skip a scalar of a field nobody reads; 0 to decline (objects, arrays, escapes, floats). */
+static int jskip(jcur *c) {
+    jws(c);
+    if (c->p >= c->end) return 0;
+    if (*c->p == '"') {
+        const unsigned char *s;
+        Py_ssize_t n;
+        if (!jraw(c, &s, &n)) return 0;
+        for (Py_ssize_t i = 0; i < n; i++) if (s[i] >= 0x80) return 0; /* UTF-8 left to orjson */
+        return 1;
+    }
+    long long v;
+    return jword(c, "true") || jword(c, "false") || jword(c, "null") || jint(c, &v, NULL, NULL);
+}
+
+/* extFields: string values kept, ints as their text, booleans as true/false, null dropped. */
+static PyObject *jext(jcur *c) {
+    if (!jeat(c, '{')) return NULL;
+    PyObject *d = PyDict_New();
+    if (!d) { PyErr_Clear(); return NULL; }
+    if (jeat(c, '}')) return d;
+    for (;;) {
+        PyObject *k = jstr(c);
+        if (!k || !jeat(c, ':')) { Py_XDECREF(k); goto fail; }
+        jws(c);
+        PyObject *v = NULL;
+        const unsigned char *t;
+        Py_ssize_t tl;
+        long long num;
+        if (c->p < c->end && *c->p == '"') {
+            v = jstr(c);
+        } else if (jword(c, "true")) {
+            v = PyUnicode_FromString("true");
+        } else if (jword(c, "false")) {
+            v = PyUnicode_FromString("false");
+        } else if (jword(c, "null")) {
+            if (PyDict_DelItem(d, k) < 0) PyErr_Clear();
+            Py_DECREF(k);
+            goto next;
+        } else if (jint(c, &num, &t, &tl)) {
+            v = num == 0 ? PyUnicode_FromString("0") : PyUnicode_FromStringAndSize((const char *)t, tl);
+        }
+        if (!v || PyDict_SetItem(d, k, v) < 0) { PyErr_Clear(); Py_XDECREF(v); Py_DECREF(k); goto fail; }
+        Py_DECREF(v);
+        Py_DECREF(k);
+    next:
+        if (jeat(c, ',')) continue;
+        if (jeat(c, '}')) return d;
+        goto fail;
+    }
+fail:
+    Py_DECREF(d);
+    return NULL;
+}
+
+static PyObject *CMD_NAMES[9];
+
+static int cmd_names_ready(void) {
+    static const char *names[9] = {"code", "language", "version", "opaque", "flag",
+                                   "remark", "ext_fields", "body", "serialize_type"};
+    if (CMD_NAMES[8]) return 1;
+    for (int i = 0; i < 9; i++)
+        if (!CMD_NAMES[i] && !(CMD_NAMES[i] = PyUnicode_InternFromString(names[i]))) return 0;
+    return 1;
+}
+
+/* One JSON-header frame (after its length word) as a new command; NULL to decline (no error
+ * left set) or on a real error (set). */
+static PyObject *json_command(const unsigned char *frame, Py_ssize_t len, PyTypeObject *cls,
+                              PyObject *lang_by_name, PyObject *other_lang) {
+    uint32_t word = rd32(frame);
+    Py_ssize_t hlen = word & 0xFFFFFF;
+    if ((word >> 24) != 0 || hlen > len - 4) return NULL;
+    jcur c = {frame + 4, frame + 4 + hlen};
+    long code = 0, version = 0, opaque = 0, flag = 0;
+    int has_code = 0;
+    PyObject *language = NULL, *remark = NULL, *ext = NULL;
+    if (!jeat(&c, '{')) return NULL;
+    if (!jeat(&c, '}')) {
+        for (;;) {
+            const unsigned char *k;
+            Py_ssize_t kn;
+            if (!jraw(&c, &k, &kn) || !jeat(&c, ':')) goto decline;
+#define KEY(lit) (kn == (Py_ssize_t)sizeof(lit) - 1 && memcmp(k, lit, kn) == 0)
+            if (KEY("code")) {
+                if (!jint32(&c, &code)) goto decline;
+                has_code = 1;
+            } else if (KEY("version")) {
+                if (!jint32(&c, &version)) goto decline;
+            } else if (KEY("opaque")) {
+                if (!jint32(&c, &opaque)) goto decline;
+            } else if (KEY("flag")) {
+                if (!jint32(&c, &flag)) goto decline;
+            } else if (KEY("language")) {
+                PyObject *name = jstr(&c);
+                if (!name) goto decline;
+                PyObject *v = PyDict_GetItemWithError(lang_by_name, name);
+                Py_DECREF(name);
+                if (!v) { PyErr_Clear(); v = other_lang; }
+                Py_INCREF(v);
+                Py_XSETREF(language, v);
+            } else if (KEY("remark")) {
+                if (jword(&c, "null")) {
+                    Py_CLEAR(remark);
+                } else {
+                    PyObject *r = jstr(&c);
+                    if (!r) goto decline;
+                    Py_XSETREF(remark, r);
+                }
+            } else if (KEY("extFields")) {
+                if (jword(&c, "null")) {
+                    Py_CLEAR(ext);
+                } else {
+                    PyObject *e = jext(&c);
+                    if (!e) goto decline;
+                    Py_XSETREF(ext, e);
+                }
+            } else {
+                for (Py_ssize_t i = 0; i < kn; i++) if (k[i] >= 0x80) goto decline;
+                if (!jskip(&c)) goto decline;
+            }
+#undef KEY
+            if (jeat(&c, ',')) continue;
+            if (jeat(&c, '}')) break;
+            goto decline;
+        }
+    }
+    jws(&c);
+    if (c.p != c.end || !has_code) goto decline;
+    if (!language) { language = other_lang; Py_INCREF(language); }
+
+    PyObject *cmd = cls->tp_alloc(cls, 0);
+    if (!cmd) goto error;
+    Py_ssize_t blen = len - 4 - hlen;
+    PyObject *vals[9] = {
+        PyLong_FromLong(code), language, PyLong_FromLong(version), PyLong_FromLong(opaque),
+        PyLong_FromLong(flag), remark ? remark : Py_None, ext ? ext : Py_None,
+        blen > 0 ? PyBytes_FromStringAndSize((const char *)frame + 4 + hlen, blen) : Py_None,
+        PyLong_FromLong(0),
+    };
+    int ok = 1;
+    for (int i = 0; i < 9; i++) {
+        if (!vals[i]) { ok = 0; continue; }
+        if (ok && PyObject_SetAttr(cmd, CMD_NAMES[i], vals[i]) < 0) ok = 0;
+    }
+    /* the new references: ints, the body */
+    Py_XDECREF(vals[0]); Py_XDECREF(vals[2]); Py_XDECREF(vals[3]); Py_XDECREF(vals[4]); Py_XDECREF(vals[8]);
+    if (blen > 0) Py_XDECREF(vals[7]);
+    Py_DECREF(language);
+    Py_XDECREF(remark);
+    Py_XDECREF(ext);
+    if (!ok) { Py_DECREF(cmd); return NULL; }
+    return cmd;
+decline:
+    PyErr_Clear();
+error:
+    Py_XDECREF(language);
+    Py_XDECREF(remark);
+    Py_XDECREF(ext);
+    return NULL;
+}
+
+PyDoc_STRVAR(decode_frames_doc,
+"decode_frames(data: bytes | bytearray, max_frame_size: int, command_type: type,\n"
+"              language_by_name: dict[str, int], other_language: int)\n"
+"    -> tuple[list[RemotingCommand], int] | None\n\n"
+"The complete frames at the start of data and where the rest begins, as\n"
+"codec.FrameDecoder._decode_all returns them (reference).  None when any frame is one the\n"
+"pure path must judge: a length out of bounds, a binary (ROCKETMQ) header, or a JSON header\n"
+"outside the usual shape (escapes in strings, floats, nested values, a missing code, ints\n"
+"beyond int32).");
+
+static PyObject *decode_frames(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 5 || !PyType_Check(args[2]) || !PyDict_CheckExact(args[3])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "decode_frames(data, max_frame_size, command_type, language_by_name: dict, other_language)");
+        return NULL;
+    }
+    long long max_frame = PyLong_AsLongLong(args[1]);
+    if (max_frame == -1 && PyErr_Occurred()) return NULL;
+    if (!cmd_names_ready()) return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) return NULL;
+    const unsigned char *b = view.buf;
+    Py_ssize_t end = view.len, pos = 0;
+    PyObject *out = PyList_New(0);
+    if (!out) { PyBuffer_Release(&view); return NULL; }
+    while (end - pos >= 4) {
+        int32_t length = (int32_t)rd32(b + pos);
+        if (length < 4 || length > max_frame) goto decline;
+        if (end - pos - 4 < length) break;
+        PyObject *cmd = json_command(b + pos + 4, length, (PyTypeObject *)args[2], args[3], args[4]);
+        if (!cmd) {
+            if (PyErr_Occurred()) goto error;
+            goto decline;
+        }
+        int r = PyList_Append(out, cmd);
+        Py_DECREF(cmd);
+        if (r < 0) goto error;
+        pos += 4 + (Py_ssize_t)length;
+    }
+    PyBuffer_Release(&view);
+    PyObject *res = Py_BuildValue("(Nn)", out, pos);
+    return res;
+decline:
+    PyBuffer_Release(&view);
+    Py_DECREF(out);
+    Py_RETURN_NONE;
+error:
+    PyBuffer_Release(&view);
+    Py_DECREF(out);
+    return NULL;
+}
+
+/* Bytes s[0..n) takes inside a JSON string, escaped as orjson escapes it. */
+static Py_ssize_t json_len(const char *s, Py_ssize_t n) {
+    Py_ssize_t out = n;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch == '"' || ch == '\\' || ch == '\b' || ch == '\t' || ch == '\n' || ch == '\f' || ch == '\r') out += 1;
+        else if (ch < 0x20) out += 5;
+    }
+    return out;
+}
+
+static const char HEX_LOWER[] = "0123456789abcdef";
+
+static char *put_text(char *w, const char *s, Py_ssize_t n) {
+    memcpy(w, s, n);
+    return w + n;
+}
+
+static char *put_quoted(char *w, const char *s, Py_ssize_t n) {
+    *w++ = '"';
+    for (Py_ssize_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch >= 0x20 && ch != '"' && ch != '\\') { *w++ = (char)ch; continue; }
+        *w++ = '\\';
+        switch (ch) {
+        case '"': case '\\': *w++ = (char)ch; break;
+        case '\b': *w++ = 'b'; break;
+        case '\t': *w++ = 't'; break;
+        case '\n': *w++ = 'n'; break;
+        case '\f': *w++ = 'f'; break;
+        case '\r': *w++ = 'r'; break;
+        default:
+            *w++ = 'u'; *w++ = '0'; *w++ = '0';
+            *w++ = HEX_LOWER[ch >> 4]; *w++ = HEX_LOWER[ch & 15];
+        }
+    }
+    *w++ = '"';
+    return w;
+}
+
+PyDoc_STRVAR(json_frame_head_doc,
+"json_frame_head(code, language, version, opaque, flag, remark, ext_fields, body_length,\n"
+"                language_names: dict[int, str]) -> bytes | None\n\n"
+"The length prefix and JSON header of a frame whose body has body_length bytes: the first\n"
+"buffer codec.encode returns for a JSON command (reference: header_json.encode_header and\n"
+"codec.encode; the same bytes orjson writes).  None when the pure path must build it:\n"
+"extFields holding anything but str keys and values, a string that needs a JSON escape or\n"
+"is not encodable, a number beyond 64 bits.");
+
+static PyObject *json_frame_head(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 9 || !PyDict_CheckExact(args[8])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "json_frame_head(code, language, version, opaque, flag, remark, ext_fields, body_length, "
+                        "language_names: dict)");
+        return NULL;
+    }
+    long long nums[4]; /* code, flag, opaque, version */
+    PyObject *num_args[4] = {args[0], args[4], args[3], args[2]};
+    for (int i = 0; i < 4; i++) {
+        if (!PyLong_Check(num_args[i]) || PyBool_Check(num_args[i])) Py_RETURN_NONE; /* IntEnum codes are ints; orjson writes bools as true/false */
+        int overflow = 0;
+        nums[i] = PyLong_AsLongLongAndOverflow(num_args[i], &overflow);
+        if (overflow || (nums[i] == -1 && PyErr_Occurred())) { PyErr_Clear(); Py_RETURN_NONE; }
+    }
+    long long body_len = PyLong_AsLongLong(args[7]);
+    if (body_len == -1 && PyErr_Occurred()) return NULL;
+    PyObject *lang = PyDict_GetItemWithError(args[8], args[1]);
+    if (!lang && PyErr_Occurred()) { PyErr_Clear(); Py_RETURN_NONE; }
+    const char *ls = "OTHER";
+    Py_ssize_t ln = 5;
+    if (lang) {
+        if (!PyUnicode_CheckExact(lang) || !(ls = PyUnicode_AsUTF8AndSize(lang, &ln))) { PyErr_Clear(); Py_RETURN_NONE; }
+        ln = json_len(ls, ln) == ln ? ln : -1;
+        if (ln < 0) Py_RETURN_NONE;
+    }
+    const char *rs = NULL;
+    Py_ssize_t rn = 0;
+    PyObject *remark = args[5];
+    if (remark != Py_None) {
+        if (!PyUnicode_CheckExact(remark) || !(rs = PyUnicode_AsUTF8AndSize(remark, &rn))) { PyErr_Clear(); Py_RETURN_NONE; }
+    }
+    PyObject *ext = args[6];
+    int has_ext = ext != Py_None && PyObject_IsTrue(ext) == 1;
+    if (PyErr_Occurred()) { PyErr_Clear(); Py_RETURN_NONE; }
+    if (has_ext && !PyDict_CheckExact(ext)) Py_RETURN_NONE;
+
+    /* size: every fixed part, then the strings */
+    Py_ssize_t size = 256 + ln + (rs ? json_len(rs, rn) + 12 : 0); /* fixed text, four 20-digit numbers: < 200 */
+    PyObject *k, *v;
+    Py_ssize_t it = 0;
+    if (has_ext) {
+        while (PyDict_Next(ext, &it, &k, &v)) {
+            Py_ssize_t kn, vn;
+            const char *ks, *vs;
+            if (!PyUnicode_CheckExact(k) || !PyUnicode_CheckExact(v) || !(ks = PyUnicode_AsUTF8AndSize(k, &kn)) ||
+                !(vs = PyUnicode_AsUTF8AndSize(v, &vn))) { PyErr_Clear(); Py_RETURN_NONE; }
+            size += json_len(ks, kn) + json_len(vs, vn) + 6;
+        }
+    }
+    char *tmp = PyMem_Malloc(size);
+    if (!tmp) return PyErr_NoMemory();
+    char *w = tmp;
+    w += sprintf(w, "{\"code\":%lld,\"extFields\":{", nums[0]);
+    if (has_ext) {
+        it = 0;
+        int first = 1;
+        while (PyDict_Next(ext, &it, &k, &v)) {
+            Py_ssize_t kn, vn;
+            const char *ks = PyUnicode_AsUTF8AndSize(k, &kn), *vs = PyUnicode_AsUTF8AndSize(v, &vn);
+            if (!first) *w++ = ',';
+            first = 0;
+            w = put_quoted(w, ks, kn);
+            *w++ = ':';
+            w = put_quoted(w, vs, vn);
+        }
+    }
+    w += sprintf(w, "},\"flag\":%lld,\"language\":", nums[1]);
+    w = put_quoted(w, ls, ln);
+    w += sprintf(w, ",\"opaque\":%lld,\"serializeTypeCurrentRPC\":\"JSON\",\"version\":%lld", nums[2], nums[3]);
+    if (rs) {
+        w = put_text(w, ",\"remark\":", 10);
+        w = put_quoted(w, rs, rn);
+    }
+    *w++ = '}';
+    Py_ssize_t hlen = w - tmp;
+    if (hlen > 0xFFFFFF || 4 + hlen + body_len > 0x7FFFFFFFLL) { PyMem_Free(tmp); Py_RETURN_NONE; }
+    PyObject *out = PyBytes_FromStringAndSize(NULL, 8 + hlen);
+    if (!out) { PyMem_Free(tmp); return NULL; }
+    unsigned char *o = (unsigned char *)PyBytes_AS_STRING(out);
+    be32(o, (uint32_t)(4 + hlen + body_len));
+    be32(o + 4, (uint32_t)hlen);
+    memcpy(o + 8, tmp, hlen);
+    PyMem_Free(tmp);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"java_hash", java_hash, METH_VARARGS, java_hash_doc},
     {"index_hashes", index_hashes, METH_VARARGS, index_hashes_doc},
@@ -1046,6 +1555,8 @@ static PyMethodDef methods[] = {
     {"uniq_id_now", (PyCFunction)(void (*)(void))uniq_id_now, METH_FASTCALL, uniq_id_now_doc},
     {"batch_append", (PyCFunction)(void (*)(void))batch_append, METH_FASTCALL, batch_append_doc},
     {"complete_sends", (PyCFunction)(void (*)(void))complete_sends, METH_FASTCALL, complete_sends_doc},
+    {"decode_frames", (PyCFunction)(void (*)(void))decode_frames, METH_FASTCALL, decode_frames_doc},
+    {"json_frame_head", (PyCFunction)(void (*)(void))json_frame_head, METH_FASTCALL, json_frame_head_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -123,6 +123,30 @@ async def test_timeout_raises_request_timeout(server) -> None:
         await client.close()
 
 
+async def test_each_request_times_out_on_its_own_deadline(server) -> None:
+    """One timer per connection serves requests with different timeouts: a short request sent
+    after a long one still fails on time, the long one keeps waiting, and answered requests
+    in between are not disturbed."""
+    addr, _, _ = server
+    client = RemotingClient()
+    try:
+        loop = asyncio.get_running_loop()
+        assert (await client.invoke(addr, RemotingCommand.request(ECHO), 2000)).code == 0  # connected
+        long = asyncio.ensure_future(client.invoke(addr, RemotingCommand.request(NEVER), 1500))
+        await asyncio.sleep(0.05)
+        start = loop.time()
+        with pytest.raises(RequestTimeoutError, match="within 200 ms"):
+            await client.invoke(addr, RemotingCommand.request(NEVER), 200)
+        assert 0.15 <= loop.time() - start < 0.6
+        assert (await client.invoke(addr, RemotingCommand.request(SLOW, {"sleep": "0.1"}), 1000)).code == 0
+        assert not long.done()
+        with pytest.raises(RequestTimeoutError, match="within 1500 ms"):
+            await long
+        assert 1.3 <= loop.time() - start < 2.2
+    finally:
+        await client.close()
+
+
 async def test_pending_requests_fail_at_once_when_the_connection_closes(server) -> None:
     addr, _, srv = server
     client = RemotingClient()

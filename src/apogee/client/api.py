@@ -13,7 +13,7 @@ value without I/O, so they are unit-tested and reused by the async-callback path
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Awaitable, Iterable
 
 from apogee.client.types import PullResult, PullStatus, SendResult, SendStatus
 from apogee.common import constants as c
@@ -157,8 +157,8 @@ class ClientAPI:
         self.remoting = remoting
         self.timeout_ms = timeout_ms
 
-    async def _call(self, addr: str, request: RemotingCommand, timeout_ms: int | None = None) -> RemotingCommand:
-        return await self.remoting.invoke(addr, request, timeout_ms or self.timeout_ms)
+    def _call(self, addr: str, request: RemotingCommand, timeout_ms: int | None = None) -> Awaitable[RemotingCommand]:
+        return self.remoting.invoke(addr, request, timeout_ms or self.timeout_ms)
 
     # --- NameServer ---------------------------------------------------------------------------
 
@@ -178,9 +178,9 @@ class ClientAPI:
 
     # --- sending ------------------------------------------------------------------------------
 
-    async def send(self, addr: str, request: RemotingCommand, timeout_ms: int) -> RemotingCommand:
-        """A prepared SEND_MESSAGE(_V2) / SEND_BATCH_MESSAGE request; the raw response."""
-        return await self.remoting.invoke(addr, request, timeout_ms)
+    def send(self, addr: str, request: RemotingCommand, timeout_ms: int) -> Awaitable[RemotingCommand]:
+        """A prepared SEND_MESSAGE(_V2) / SEND_BATCH_MESSAGE request; await it for the raw response."""
+        return self.remoting.invoke(addr, request, timeout_ms)
 
     async def consumer_send_msg_back(
         self,

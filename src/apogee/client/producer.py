@@ -493,6 +493,7 @@ class Producer:
     async def _send_with_retries(
         self, msg: Message, prepared: tuple[bytes, int, str, str], timeout_ms: int, retries: int, mode: str
     ) -> SendResult:
+        instance = self._check_running()
         deadline = time.monotonic() + timeout_ms / 1000
         last_broker: str | None = None
         last_exc: BaseException | None = None
@@ -503,7 +504,9 @@ class Producer:
                 break
             attempts = attempt + 1
             try:
-                info = await self._publish_info(msg.topic)
+                info = instance.publish_infos.get(msg.topic)
+                if info is None or not info.queues or msg.topic not in self._topics:
+                    info = await self._publish_info(msg.topic)
                 mq = self._select(info, last_broker)
                 last_broker = mq.broker_name
                 result = await self._send_to(msg, mq, prepared, remaining, mode)

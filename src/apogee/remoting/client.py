@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from apogee.errors import ConnectionClosedError
 from apogee.remoting.command import RemotingCommand
@@ -117,17 +117,22 @@ class RemotingClient:
                     log.debug("closing idle connection to %s", addr)
                     conn.close(f"idle for more than {limit} s")
 
-    async def invoke(self, addr: str, request: RemotingCommand, timeout_ms: int) -> RemotingCommand:
-        """Send ``request`` to ``addr`` and return its response.
+    def invoke(self, addr: str, request: RemotingCommand, timeout_ms: int) -> Awaitable[RemotingCommand]:
+        """Send ``request`` to ``addr``; await the result for its response.
 
         Raises ``ConnectionClosedError`` when the address cannot be reached or the connection
         drops, ``RequestTimeoutError`` when no answer comes within ``timeout_ms`` (which
-        includes the time to connect).
+        includes the time to connect).  Over an open connection the request is written at
+        once and the connection's own future is returned: no coroutine frame per request.
         """
-        deadline = time.monotonic() + timeout_ms / 1000
         conn = self._connections.get(addr)
-        if conn is None or not conn.is_open:
-            conn = await self.connection(addr)
+        if conn is not None and conn.is_open:
+            return conn.invoke(request, timeout_ms)
+        return self._connect_and_invoke(addr, request, timeout_ms)
+
+    async def _connect_and_invoke(self, addr: str, request: RemotingCommand, timeout_ms: int) -> RemotingCommand:
+        deadline = time.monotonic() + timeout_ms / 1000
+        conn = await self.connection(addr)
         remaining = max(1, int((deadline - time.monotonic()) * 1000))
         return await conn.invoke(request, remaining)
 

@@ -19,9 +19,10 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 
+from apogee.common.accel import native
 from apogee.errors import RemoteProtocolError
 from apogee.remoting import header_binary, header_json
-from apogee.remoting.codes import SerializeType
+from apogee.remoting.codes import LanguageCode, SerializeType
 from apogee.remoting.command import Buffer, RemotingCommand
 
 DEFAULT_MAX_FRAME_SIZE = 16 * 1024 * 1024
@@ -47,6 +48,19 @@ def encode(cmd: RemotingCommand) -> list[Buffer]:
 
     The first buffer holds the length prefix and the header; body buffers follow unjoined.
     """
+    if native is not None and cmd.serialize_type == SerializeType.JSON:
+        body = cmd.body
+        parts: list[Buffer]
+        if body.__class__ is bytes:
+            parts, body_len = ([body], len(body)) if body else ([], 0)
+        else:
+            parts, body_len = _body_parts(body)
+        head = native.json_frame_head(
+            cmd.code, cmd.language, cmd.version, cmd.opaque, cmd.flag, cmd.remark, cmd.ext_fields, body_len,
+            header_json.LANGUAGE_NAMES,
+        )
+        if head is not None:
+            return [head, *parts]
     if cmd.serialize_type == SerializeType.ROCKETMQ:
         header = header_binary.encode_header(
             cmd.code, cmd.language, cmd.version, cmd.opaque, cmd.flag, cmd.remark, cmd.ext_fields
@@ -156,6 +170,17 @@ class FrameDecoder:
 
     def _decode_all(self, source: bytes | bytearray) -> tuple[list[RemotingCommand], int]:
         """Every complete frame at the start of ``source`` and where the rest begins."""
+        if native is not None:
+            # JSON headers of the usual shape are read in C; anything else comes back None.
+            done = native.decode_frames(
+                source, self.max_frame_size, RemotingCommand, header_json.LANGUAGE_BY_NAME, LanguageCode.OTHER
+            )
+            if done is not None:
+                return done  # type: ignore[no-any-return]
+        return self._decode_all_py(source)
+
+    def _decode_all_py(self, source: bytes | bytearray) -> tuple[list[RemotingCommand], int]:
+        """The reference of ``native.decode_frames``: every frame, every check, in Python."""
         commands: list[RemotingCommand] = []
         pos = 0
         end = len(source)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import socket
 import time
 from collections.abc import Awaitable, Callable
@@ -37,20 +38,23 @@ class Dispatcher(Protocol):
 
 
 class _Pending:
-    __slots__ = ("future", "callback", "timer")
+    __slots__ = ("future", "callback", "deadline", "code", "timeout_ms")
 
     def __init__(
         self,
         future: asyncio.Future[RemotingCommand] | None,
         callback: ResponseCallback | None,
-        timer: asyncio.TimerHandle,
+        deadline: float,
+        code: int,
+        timeout_ms: int,
     ) -> None:
         self.future = future
         self.callback = callback
-        self.timer = timer
+        self.deadline = deadline
+        self.code = code
+        self.timeout_ms = timeout_ms
 
     def finish(self, response: RemotingCommand | None, error: BaseException | None) -> None:
-        self.timer.cancel()
         if self.future is not None:
             if not self.future.done():
                 if error is not None:
@@ -79,14 +83,20 @@ class Connection(asyncio.Protocol):
         self._decoder = FrameDecoder(config.max_frame_size)
         self._transport: asyncio.Transport | None = None
         self._pending: dict[int, _Pending] = {}
+        # One timer per connection, armed for the earliest deadline of the requests in
+        # flight (RocketMQ scans its response table instead; a timer per request cost more
+        # than the rest of a round trip's bookkeeping together).
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = math.inf
         self._next_opaque = 0
         self._closed = False
         self._close_reason = "not connected"
         self._write_paused = False
         self._drain_waiters: list[asyncio.Future[None]] = []
-        # Frames written during one loop iteration go out in at most two writes: the first at
-        # once, the rest joined at the end of the turn (one syscall instead of one per
-        # response when many requests are in flight).
+        # Frames written between two arrivals of data go out in at most two writes: the
+        # first at once, the rest joined at the end of the loop turn (one syscall instead of
+        # one per response when many requests are in flight).  A lone request or response
+        # per arrival, the request/reply pattern, pays nothing for this.
         self._outbox: list[object] = []
         self._turn_open = False
         self._loop = asyncio.get_running_loop()
@@ -118,6 +128,8 @@ class Connection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.last_activity = time.monotonic()
+        if not self._outbox:
+            self._turn_open = False
         try:
             commands = self._decoder.feed(data)
         except RemoteProtocolError as exc:
@@ -141,6 +153,9 @@ class Connection(asyncio.Protocol):
         if not self._close_reason:
             self._close_reason = f"connection lost: {exc}" if exc else "closed by peer"
         pending, self._pending = self._pending, {}
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         peer = f"{self.peer[0]}:{self.peer[1]}"
         for p in pending.values():
             p.finish(None, ConnectionClosedError(f"connection to {peer} closed: {self._close_reason}"))
@@ -185,14 +200,15 @@ class Connection(asyncio.Protocol):
             )
         self.last_activity = time.monotonic()
         if not self._turn_open:
-            # The first frame of a loop turn leaves at once (a lone request or response pays
-            # no extra loop iteration); frames that follow in the same turn are coalesced.
+            # The first frame since data last arrived leaves at once; frames that follow it
+            # are joined and written at the end of the loop turn.
             self._turn_open = True
-            self._loop.call_soon(self._end_turn)
             parts = encode(cmd)
             if not self._transport.is_closing():
                 self._transport.write(parts[0] if len(parts) == 1 else b"".join(parts))
             return
+        if not self._outbox:
+            self._loop.call_soon(self._end_turn)
         self._outbox += encode(cmd)
 
     def _end_turn(self) -> None:
@@ -234,21 +250,34 @@ class Connection(asyncio.Protocol):
         opaque = self._next_opaque
         self._next_opaque = (opaque + 1) & _OPAQUE_MASK
         cmd.opaque = opaque
-        loop = asyncio.get_running_loop()
-        timer = loop.call_later(timeout_ms / 1000, self._expire, opaque, cmd.code, timeout_ms)
-        self._pending[opaque] = _Pending(future, callback, timer)
+        deadline = self._loop.time() + timeout_ms / 1000
+        self._pending[opaque] = _Pending(future, callback, deadline, cmd.code, timeout_ms)
+        if deadline < self._timer_at:
+            self._arm(deadline)
         self.send(cmd)
 
-    def _expire(self, opaque: int, code: int, timeout_ms: int) -> None:
-        pending = self._pending.pop(opaque, None)
-        if pending is not None:
+    def _arm(self, deadline: float) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer_at = deadline
+        self._timer = self._loop.call_at(deadline, self._expire_due)
+
+    def _expire_due(self) -> None:
+        """Fail the requests whose deadline has passed; re-arm for the earliest left."""
+        self._timer, self._timer_at = None, math.inf
+        now = self._loop.time()
+        due = [opaque for opaque, p in self._pending.items() if p.deadline <= now + 0.001]
+        for opaque in due:
+            pending = self._pending.pop(opaque)
             pending.finish(
                 None,
                 RequestTimeoutError(
-                    f"no response to request code {code} from {self.peer[0]}:{self.peer[1]} "
-                    f"within {timeout_ms} ms"
+                    f"no response to request code {pending.code} from {self.peer[0]}:{self.peer[1]} "
+                    f"within {pending.timeout_ms} ms"
                 ),
             )
+        if self._pending and not self._closed:
+            self._arm(min(p.deadline for p in self._pending.values()))
 
     def invoke(self, cmd: RemotingCommand, timeout_ms: int) -> Awaitable[RemotingCommand]:
         """Send a request; the returned awaitable gives its response or raises.
@@ -256,7 +285,7 @@ class Connection(asyncio.Protocol):
         Raises ``RequestTimeoutError`` after ``timeout_ms``, ``ConnectionClosedError`` as
         soon as the connection closes.
         """
-        future: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[RemotingCommand] = self._loop.create_future()
         self._register(cmd, timeout_ms, future, None)
         return future
 

@@ -23,7 +23,7 @@ def parse_int(key: str, raw: str) -> int:
 def parse_text(raw: object) -> str:
     """A string field sent as a JSON number or boolean reads as Java's String.valueOf would."""
     if raw.__class__ is str:
-        return raw  # type: ignore[return-value]
+        return raw
     if isinstance(raw, bool):
         return "true" if raw else "false"
     return str(raw)

@@ -14,8 +14,8 @@ import orjson
 from apogee.errors import LocalProtocolError, RemoteProtocolError
 from apogee.remoting.codes import LanguageCode
 
-_LANGUAGE_NAMES: dict[int, str] = {lang.value: lang.name for lang in LanguageCode}
-_LANGUAGE_BY_NAME: dict[str, int] = {lang.name: lang.value for lang in LanguageCode}
+LANGUAGE_NAMES: dict[int, str] = {lang.value: lang.name for lang in LanguageCode}
+LANGUAGE_BY_NAME: dict[str, int] = {lang.name: lang.value for lang in LanguageCode}
 _INT32_MIN = -(2**31)
 _INT32_MAX = 2**31 - 1
 
@@ -53,7 +53,7 @@ def encode_header(
         "code": code,
         "extFields": stringify_ext_fields(ext_fields) if ext_fields else {},
         "flag": flag,
-        "language": _LANGUAGE_NAMES.get(language, "OTHER"),
+        "language": LANGUAGE_NAMES.get(language, "OTHER"),
         "opaque": opaque,
         "serializeTypeCurrentRPC": "JSON",
         "version": version,
@@ -121,7 +121,7 @@ def decode_header(
         opaque = _int_field(obj, "opaque", 0)
         flag = _int_field(obj, "flag", 0)
     lang = get("language", "OTHER")
-    language = _LANGUAGE_BY_NAME.get(lang) if type(lang) is str else None
+    language = LANGUAGE_BY_NAME.get(lang) if type(lang) is str else None
     if language is None:
         if type(lang) is int:
             language = lang

@@ -126,5 +126,5 @@ def _compile(cls: type[Header]) -> tuple[Any, Any]:
     enc.append("    return out")
     exec("\n".join(dec + enc), ns)  # noqa: S102 - generated from field specs
     codec = (ns["decode"], ns["encode"])
-    cls._codec = codec  # type: ignore[attr-defined]
+    cls._codec = codec
     return codec
