@@ -1478,8 +1478,6 @@ static PyObject *json_frame_head(PyObject *self, PyObject *const *args, Py_ssize
     Py_ssize_t ln = 5;
     if (lang) {
         if (!PyUnicode_CheckExact(lang) || !(ls = PyUnicode_AsUTF8AndSize(lang, &ln))) { PyErr_Clear(); Py_RETURN_NONE; }
-        ln = json_len(ls, ln) == ln ? ln : -1;
-        if (ln < 0) Py_RETURN_NONE;
     }
     const char *rs = NULL;
     Py_ssize_t rn = 0;
@@ -1493,7 +1491,7 @@ static PyObject *json_frame_head(PyObject *self, PyObject *const *args, Py_ssize
     if (has_ext && !PyDict_CheckExact(ext)) Py_RETURN_NONE;
 
     /* size: every fixed part, then the strings */
-    Py_ssize_t size = 256 + ln + (rs ? json_len(rs, rn) + 12 : 0); /* fixed text, four 20-digit numbers: < 200 */
+    Py_ssize_t size = 256 + json_len(ls, ln) + (rs ? json_len(rs, rn) + 12 : 0); /* fixed text, four 20-digit numbers: < 200 */
     PyObject *k, *v;
     Py_ssize_t it = 0;
     if (has_ext) {

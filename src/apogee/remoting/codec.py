@@ -48,13 +48,8 @@ def encode(cmd: RemotingCommand) -> list[Buffer]:
 
     The first buffer holds the length prefix and the header; body buffers follow unjoined.
     """
+    parts, body_len = _body_parts(cmd.body)
     if native is not None and cmd.serialize_type == SerializeType.JSON:
-        body = cmd.body
-        parts: list[Buffer]
-        if body.__class__ is bytes:
-            parts, body_len = ([body], len(body)) if body else ([], 0)
-        else:
-            parts, body_len = _body_parts(body)
         head = native.json_frame_head(
             cmd.code, cmd.language, cmd.version, cmd.opaque, cmd.flag, cmd.remark, cmd.ext_fields, body_len,
             header_json.LANGUAGE_NAMES,
@@ -69,7 +64,6 @@ def encode(cmd: RemotingCommand) -> list[Buffer]:
         header = header_json.encode_header(
             cmd.code, cmd.language, cmd.version, cmd.opaque, cmd.flag, cmd.remark, cmd.ext_fields
         )
-    parts, body_len = _body_parts(cmd.body)
     prefix = _PREFIX.pack(4 + len(header) + body_len, (cmd.serialize_type << 24) | len(header))
     return [prefix + header, *parts]
 
