@@ -268,6 +268,154 @@ static PyObject *scan_batch(PyObject *self, PyObject *args) {
 
 static const char HEX[] = "0123456789ABCDEF";
 
+/* The fields every record of one append shares (a batch's records, or a single message). */
+typedef struct {
+    const unsigned char *topic;   /* the record's topic field: length byte + name */
+    Py_ssize_t topic_len;
+    int queue_id, sysflag, born_port, store_port, reconsume;
+    long long born_ts, store_ts;
+    const unsigned char *born_ip, *store_ip;  /* 4 bytes each */
+} record_common;
+
+/* Body, topic and properties (properties = a + [0x02 when a does not end with one] + b) at
+ * out, then the fixed part last, so that a torn write never looks like a valid record. */
+static void put_record(unsigned char *out, Py_ssize_t total, const record_common *rc,
+                       const unsigned char *body, int32_t body_len, int32_t flag,
+                       const unsigned char *a, Py_ssize_t alen, const unsigned char *b,
+                       Py_ssize_t blen, int64_t qoff, int64_t phys) {
+    unsigned char *w = out + RECORD_FIXED;
+    memcpy(w, body, body_len); w += body_len;
+    memcpy(w, rc->topic, rc->topic_len); w += rc->topic_len;
+    be16(w, (uint16_t)joined_len(a, alen, blen)); w += 2;
+    if (alen) { memcpy(w, a, alen); w += alen; }
+    if (alen && blen && a[alen - 1] != 0x02) *w++ = 0x02;
+    if (blen) memcpy(w, b, blen);
+    uint32_t crc = (uint32_t)crc32(0L, body, (uInt)body_len) & 0x7FFFFFFFu;
+    be32(out + 8, crc);
+    be32(out + 12, (uint32_t)rc->queue_id);
+    be32(out + 16, (uint32_t)flag);
+    be64(out + 20, (uint64_t)qoff);
+    be64(out + 28, (uint64_t)phys);
+    be32(out + 36, (uint32_t)rc->sysflag);
+    be64(out + 40, (uint64_t)rc->born_ts);
+    memcpy(out + 48, rc->born_ip, 4);
+    be32(out + 52, (uint32_t)rc->born_port);
+    be64(out + 56, (uint64_t)rc->store_ts);
+    memcpy(out + 64, rc->store_ip, 4);
+    be32(out + 68, (uint32_t)rc->store_port);
+    be32(out + 72, (uint32_t)rc->reconsume);
+    be64(out + 76, 0);
+    be32(out + 84, (uint32_t)body_len);
+    be32(out + 4, MAGIC_CODE);
+    be32(out, (uint32_t)total);
+}
+
+/* What the records of one append give the dispatcher and the producer: ConsumeQueue entries,
+ * offset msg ids, index entries and the distinct tag codes. */
+typedef struct {
+    unsigned char *cqp;           /* next ConsumeQueue entry */
+    unsigned char *idp;           /* next msg id character */
+    unsigned char store_id[8];    /* store ip + port, the first half of an offset msg id */
+    long long index_prefix;       /* < 0: no index entries */
+    unsigned char *idx;
+    Py_ssize_t idx_len, idx_cap;
+    int64_t tag_seen[8];
+    int ntags, many_tags, count;
+} run_notes;
+
+/* Note one written record whose properties text is props[0..plen).  -1 on memory error. */
+static int note_record(run_notes *r, const unsigned char *props, Py_ssize_t plen, int64_t phys,
+                       Py_ssize_t total) {
+    /* tags code: Java hashCode of TAGS (signed, widened), 0 when absent or empty */
+    Py_ssize_t vlen;
+    const unsigned char *tv = joined_property(props, plen, NULL, 0, "TAGS", &vlen);
+    int64_t tcode = tv ? (int64_t)(int32_t)hash_utf8(0, tv, vlen) : 0;
+    be64(r->cqp, (uint64_t)phys); be32(r->cqp + 8, (uint32_t)total); be64(r->cqp + 12, (uint64_t)tcode);
+    r->cqp += CQ_UNIT;
+    if (!r->many_tags) {
+        int k = 0;
+        while (k < r->ntags && r->tag_seen[k] != tcode) k++;
+        if (k == r->ntags) { if (r->ntags < 8) r->tag_seen[r->ntags++] = tcode; else r->many_tags = 1; }
+    }
+    /* offset msg id: store ip, port, phys in hex */
+    if (r->count++) *r->idp++ = ',';
+    unsigned char raw[16];
+    memcpy(raw, r->store_id, 8);
+    be64(raw + 8, (uint64_t)phys);
+    for (int k = 0; k < 16; k++) { *r->idp++ = HEX[raw[k] >> 4]; *r->idp++ = HEX[raw[k] & 15]; }
+    if (r->index_prefix < 0) return 0;
+    /* index entries: UNIQ_KEY, then each non-empty space-separated KEYS token */
+    const unsigned char *spans[2];
+    Py_ssize_t lens[2];
+    spans[0] = joined_property(props, plen, NULL, 0, "UNIQ_KEY", &lens[0]);
+    spans[1] = joined_property(props, plen, NULL, 0, "KEYS", &lens[1]);
+    for (int which = 0; which < 2; which++) {
+        const unsigned char *s = spans[which];
+        if (!s) continue;
+        Py_ssize_t sl = lens[which], a = 0;
+        while (a < sl) {
+            Py_ssize_t z = a;
+            if (which == 1) { while (z < sl && s[z] != ' ') z++; } else { z = sl; }
+            if (z > a) {
+                if (r->idx_len + INDEX_ENTRY_OUT > r->idx_cap) {
+                    Py_ssize_t cap = r->idx_cap ? r->idx_cap * 2 : 64 * INDEX_ENTRY_OUT;
+                    unsigned char *nb = PyMem_Realloc(r->idx, cap);
+                    if (!nb) { PyErr_NoMemory(); return -1; }
+                    r->idx = nb; r->idx_cap = cap;
+                }
+                uint32_t h = abs_hash(hash_utf8((uint32_t)r->index_prefix, s + a, z - a));
+                uint32_t zero = 0;
+                memcpy(r->idx + r->idx_len, &h, 4);
+                memcpy(r->idx + r->idx_len + 4, &zero, 4);
+                memcpy(r->idx + r->idx_len + 8, &phys, 8);
+                r->idx_len += INDEX_ENTRY_OUT;
+            }
+            a = z + 1;
+        }
+    }
+    return 0;
+}
+
+/* Start notes for n records: cq and ids are new objects the caller owns (NULL on error). */
+static int notes_begin(run_notes *r, Py_ssize_t n, const record_common *rc, long long index_prefix,
+                       PyObject **cq, PyObject **ids) {
+    memset(r, 0, sizeof(*r));
+    *cq = PyBytes_FromStringAndSize(NULL, n * CQ_UNIT);
+    *ids = PyUnicode_New(n ? n * 33 - 1 : 0, 127);
+    if (!*cq || !*ids) return -1;
+    r->cqp = (unsigned char *)PyBytes_AS_STRING(*cq);
+    r->idp = PyUnicode_1BYTE_DATA(*ids);
+    memcpy(r->store_id, rc->store_ip, 4);
+    be32(r->store_id + 4, (uint32_t)rc->store_port);
+    r->index_prefix = index_prefix;
+    return 0;
+}
+
+/* (cq, index, msg_ids, tags) of a finished run; consumes cq and ids, frees the notes. */
+static PyObject *notes_end(run_notes *r, PyObject *cq, PyObject *ids) {
+    PyObject *result = NULL, *idx = NULL, *tags = NULL;
+    if (!cq || !ids) goto done;
+    idx = PyBytes_FromStringAndSize((const char *)r->idx, r->idx_len);
+    if (!idx) goto done;
+    if (r->many_tags) {
+        tags = Py_None; Py_INCREF(tags);
+    } else {
+        tags = PyTuple_New(r->ntags);
+        if (!tags) goto done;
+        for (int k = 0; k < r->ntags; k++) {
+            PyObject *v = PyLong_FromLongLong(r->tag_seen[k]);
+            if (!v) goto done;
+            PyTuple_SET_ITEM(tags, k, v);
+        }
+    }
+    result = PyTuple_Pack(4, cq, idx, ids, tags);
+done:
+    Py_XDECREF(cq); Py_XDECREF(idx); Py_XDECREF(ids); Py_XDECREF(tags);
+    PyMem_Free(r->idx);
+    r->idx = NULL;
+    return result;
+}
+
 PyDoc_STRVAR(write_batch_doc,
 "write_batch(buf, pos, body, batch_props, topic_field, queue_id, first_queue_offset,\n"
 "            first_phys, sysflag, born_ts, born_ip, born_port, store_ts, store_ip, store_port,\n"
@@ -288,9 +436,11 @@ static PyObject *write_batch(PyObject *self, PyObject *args) {
                           &queue_id, &first_qoff, &first_phys, &sysflag, &born_ts, &born_ip,
                           &born_port, &store_ts, &store_ip, &store_port, &reconsume, &index_prefix))
         return NULL;
-    PyObject *result = NULL, *cq = NULL, *idx = NULL, *ids = NULL, *tags = NULL;
-    unsigned char *idxbuf = NULL;
-    Py_ssize_t idx_len = 0, idx_cap = 0;
+    PyObject *result = NULL, *cq = NULL, *ids = NULL;
+    run_notes notes;
+    memset(&notes, 0, sizeof(notes));
+    record_common rc = {topic.buf, topic.len, queue_id, sysflag, born_port, store_port, reconsume,
+                        born_ts, store_ts, born_ip.buf, store_ip.buf};
     if (born_ip.len != 4 || store_ip.len != 4) {
         PyErr_SetString(PyExc_ValueError, "born_ip and store_ip must be 4 bytes");
         goto done;
@@ -301,19 +451,10 @@ static PyObject *write_batch(PyObject *self, PyObject *args) {
     /* Count items first (scan_batch has validated the body). */
     Py_ssize_t n = 0;
     for (Py_ssize_t p = 0; p < end; p += (int32_t)rd32(b + p)) n++;
-    cq = PyBytes_FromStringAndSize(NULL, n * CQ_UNIT);
-    ids = PyUnicode_New(n ? n * 33 - 1 : 0, 127);
-    if (!cq || !ids) goto done;
-    unsigned char *cqp = (unsigned char *)PyBytes_AS_STRING(cq);
-    unsigned char *idp = PyUnicode_1BYTE_DATA(ids);
-    int64_t tag_seen[8];
-    int ntags = 0, many_tags = 0;
+    if (notes_begin(&notes, n, &rc, index_prefix, &cq, &ids) < 0) goto fail;
     unsigned char *out = (unsigned char *)buf.buf + pos;
     Py_ssize_t room = buf.len - pos;
     int64_t phys = first_phys, qoff = first_qoff;
-    unsigned char store_id[8];
-    memcpy(store_id, store_ip.buf, 4);
-    be32(store_id + 4, (uint32_t)store_port);
     Py_ssize_t src = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         int32_t flag = (int32_t)rd32(b + src + 12);
@@ -325,106 +466,144 @@ static PyObject *write_batch(PyObject *self, PyObject *args) {
         Py_ssize_t total = RECORD_FIXED + body_len + topic.len + 2 + jl;
         if (total > room) {
             PyErr_SetString(PyExc_ValueError, "the batch does not fit in the buffer");
-            goto done;
+            goto fail;
         }
-        /* body, topic, properties, then the fixed part (a torn write is never a valid record) */
-        unsigned char *w = out + RECORD_FIXED;
-        memcpy(w, mbody, body_len); w += body_len;
-        memcpy(w, topic.buf, topic.len); w += topic.len;
-        be16(w, (uint16_t)jl); w += 2;
-        if (plen) { memcpy(w, props, plen); w += plen; }
-        if (plen && bplen) { if (props[plen - 1] != 0x02) *w++ = 0x02; }
-        if (bplen) { memcpy(w, bp, bplen); w += bplen; }
-        uint32_t crc = (uint32_t)crc32(0L, mbody, (uInt)body_len) & 0x7FFFFFFFu;
-        be32(out + 8, crc);
-        be32(out + 12, (uint32_t)queue_id);
-        be32(out + 16, (uint32_t)flag);
-        be64(out + 20, (uint64_t)qoff);
-        be64(out + 28, (uint64_t)phys);
-        be32(out + 36, (uint32_t)sysflag);
-        be64(out + 40, (uint64_t)born_ts);
-        memcpy(out + 48, born_ip.buf, 4);
-        be32(out + 52, (uint32_t)born_port);
-        be64(out + 56, (uint64_t)store_ts);
-        memcpy(out + 64, store_ip.buf, 4);
-        be32(out + 68, (uint32_t)store_port);
-        be32(out + 72, (uint32_t)reconsume);
-        be64(out + 76, 0);
-        be32(out + 84, (uint32_t)body_len);
-        be32(out + 4, MAGIC_CODE);
-        be32(out, (uint32_t)total);
-        /* tags code: Java hashCode of TAGS (signed, widened), 0 when absent or empty */
-        Py_ssize_t vlen;
-        const unsigned char *tv = joined_property(props, plen, bp, bplen, "TAGS", &vlen);
-        int64_t tcode = tv ? (int64_t)(int32_t)hash_utf8(0, tv, vlen) : 0;
-        be64(cqp, (uint64_t)phys); be32(cqp + 8, (uint32_t)total); be64(cqp + 12, (uint64_t)tcode);
-        cqp += CQ_UNIT;
-        if (!many_tags) {
-            int k = 0;
-            while (k < ntags && tag_seen[k] != tcode) k++;
-            if (k == ntags) { if (ntags < 8) tag_seen[ntags++] = tcode; else many_tags = 1; }
-        }
-        /* offset msg id: store ip, port, phys in hex */
-        if (i) *idp++ = ',';
-        unsigned char raw[16];
-        memcpy(raw, store_id, 8);
-        be64(raw + 8, (uint64_t)phys);
-        for (int k = 0; k < 16; k++) { *idp++ = HEX[raw[k] >> 4]; *idp++ = HEX[raw[k] & 15]; }
-        /* index entries: UNIQ_KEY, then each non-empty space-separated KEYS token */
-        if (index_prefix >= 0) {
-            const unsigned char *spans[2];
-            Py_ssize_t lens[2];
-            spans[0] = joined_property(props, plen, bp, bplen, "UNIQ_KEY", &lens[0]);
-            spans[1] = joined_property(props, plen, bp, bplen, "KEYS", &lens[1]);
-            for (int which = 0; which < 2; which++) {
-                const unsigned char *s = spans[which];
-                if (!s) continue;
-                Py_ssize_t sl = lens[which], a = 0;
-                while (a < sl) {
-                    Py_ssize_t z = a;
-                    if (which == 1) { while (z < sl && s[z] != ' ') z++; } else { z = sl; }
-                    if (z > a) {
-                        if (idx_len + INDEX_ENTRY_OUT > idx_cap) {
-                            Py_ssize_t cap = idx_cap ? idx_cap * 2 : 64 * INDEX_ENTRY_OUT;
-                            unsigned char *nb = PyMem_Realloc(idxbuf, cap);
-                            if (!nb) { PyErr_NoMemory(); goto done; }
-                            idxbuf = nb; idx_cap = cap;
-                        }
-                        uint32_t h = abs_hash(hash_utf8((uint32_t)index_prefix, s + a, z - a));
-                        uint32_t zero = 0;
-                        memcpy(idxbuf + idx_len, &h, 4);
-                        memcpy(idxbuf + idx_len + 4, &zero, 4);
-                        memcpy(idxbuf + idx_len + 8, &phys, 8);
-                        idx_len += INDEX_ENTRY_OUT;
-                    }
-                    a = z + 1;
-                }
-            }
-        }
+        put_record(out, total, &rc, mbody, body_len, flag, props, plen, bp, bplen, qoff, phys);
+        if (note_record(&notes, out + total - jl, jl, phys, total) < 0) goto fail;
         out += total;
         room -= total;
         phys += total;
         qoff++;
         src += (int32_t)rd32(b + src);
     }
-    idx = PyBytes_FromStringAndSize((const char *)idxbuf, idx_len);
-    if (!idx) goto done;
-    if (many_tags) {
-        tags = Py_None; Py_INCREF(tags);
-    } else {
-        tags = PyTuple_New(ntags);
-        if (!tags) goto done;
-        for (int k = 0; k < ntags; k++) {
-            PyObject *v = PyLong_FromLongLong(tag_seen[k]);
-            if (!v) goto done;
-            PyTuple_SET_ITEM(tags, k, v);
-        }
-    }
-    result = PyTuple_Pack(4, cq, idx, ids, tags);
+    result = notes_end(&notes, cq, ids);
+    cq = ids = NULL;
+fail:
+    Py_XDECREF(cq); Py_XDECREF(ids);
+    PyMem_Free(notes.idx);
 done:
-    Py_XDECREF(cq); Py_XDECREF(idx); Py_XDECREF(ids); Py_XDECREF(tags);
-    PyMem_Free(idxbuf);
     PyBuffer_Release(&buf); PyBuffer_Release(&body); PyBuffer_Release(&bprops);
+    PyBuffer_Release(&topic); PyBuffer_Release(&born_ip); PyBuffer_Release(&store_ip);
+    return result;
+}
+
+/* ---- a single SEND_MESSAGE(_V2) -> one CommitLog record -------------------------------------- */
+
+#define MAX_PAIRS 64
+
+/* The pairs of a properties text the broker would store unchanged, minus WAIT: -1 when the
+ * text needs the pure path (malformed, empty name or value, duplicate, or a property the
+ * broker rewrites), else the number of spans written to starts/lens. */
+static int plain_pairs(const unsigned char *s, Py_ssize_t n, const unsigned char **starts,
+                       Py_ssize_t *lens) {
+    int count = 0, seen = 0;
+    const unsigned char *names[MAX_PAIRS];
+    Py_ssize_t name_lens[MAX_PAIRS];
+    Py_ssize_t at = 0;
+    if (!valid_text(s, n)) return -1;
+    while (at < n) {
+        const unsigned char *sep = memchr(s + at, 0x02, n - at);
+        Py_ssize_t stop = sep ? sep - s : n;
+        const unsigned char *pair = s + at;
+        Py_ssize_t plen = stop - at;
+        const unsigned char *eq = memchr(pair, 0x01, plen);
+        if (!eq || eq == pair || eq == pair + plen - 1) return -1;  /* no name or no value */
+        Py_ssize_t nl = eq - pair;
+        if (seen == MAX_PAIRS) return -1;
+        for (int k = 0; k < seen; k++)
+            if (name_lens[k] == nl && memcmp(names[k], pair, nl) == 0) return -1;
+        names[seen] = pair; name_lens[seen++] = nl;
+#define IS(lit) (nl == (Py_ssize_t)sizeof(lit) - 1 && memcmp(pair, lit, nl) == 0)
+        if (IS("DELAY") || IS("TRAN_MSG") || IS("CLUSTER")) return -1;
+        if (!IS("WAIT")) { starts[count] = pair; lens[count++] = plen; }
+#undef IS
+        if (!sep) break;
+        at = stop + 1;
+        if (at == n) break;  /* one trailing separator is allowed (Java writes it) */
+    }
+    return count;
+}
+
+PyDoc_STRVAR(scan_single_doc,
+"scan_single(props: bytes, extra: bytes) -> int | None\n\n"
+"Length of the properties a single send is stored with: props without WAIT, then extra (the\n"
+"broker's CLUSTER), joined as properties_to_string joins the broker's rewritten dict.  None\n"
+"when the pure path must decide (SendProcessor.send): malformed or non-UTF-8 text, an empty\n"
+"name or value, a duplicate name, DELAY, TRAN_MSG or CLUSTER, or over 32767 bytes.");
+
+static PyObject *scan_single(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || !PyBytes_Check(args[0]) || !PyBytes_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "scan_single(props: bytes, extra: bytes)");
+        return NULL;
+    }
+    const unsigned char *starts[MAX_PAIRS];
+    Py_ssize_t lens[MAX_PAIRS];
+    int k = plain_pairs((const unsigned char *)PyBytes_AS_STRING(args[0]), PyBytes_GET_SIZE(args[0]),
+                        starts, lens);
+    if (k < 0) Py_RETURN_NONE;
+    Py_ssize_t size = PyBytes_GET_SIZE(args[1]);
+    for (int i = 0; i < k; i++) size += lens[i] + 1;  /* each pair and the separator after it */
+    if (k && !PyBytes_GET_SIZE(args[1])) size--;  /* no separator after the last pair */
+    if (size > MAX_PROPERTIES) Py_RETURN_NONE;
+    return PyLong_FromSsize_t(size);
+}
+
+PyDoc_STRVAR(write_single_doc,
+"write_single(buf, pos, body, props, extra, topic_field, queue_id, queue_offset, phys, sysflag,\n"
+"             flag, born_ts, born_ip, born_port, store_ts, store_ip, store_port,\n"
+"             reconsume_times, index_prefix) -> (cq, index, msg_id, tags)\n\n"
+"Write one message that scan_single accepted at buf[pos:], exactly as CommitLog.put_message\n"
+"writes the broker's rewritten message (properties: props without WAIT, then extra).  Returns\n"
+"what write_batch returns for a batch of one.");
+
+static PyObject *write_single(PyObject *self, PyObject *args) {
+    Py_buffer buf, body, props, extra, topic, born_ip, store_ip;
+    Py_ssize_t pos;
+    int queue_id, sysflag, flag, born_port, store_port, reconsume;
+    long long qoff, phys, born_ts, store_ts, index_prefix;
+    if (!PyArg_ParseTuple(args, "w*ny*y*y*y*iLLiiLy*iLy*iiL", &buf, &pos, &body, &props, &extra,
+                          &topic, &queue_id, &qoff, &phys, &sysflag, &flag, &born_ts, &born_ip,
+                          &born_port, &store_ts, &store_ip, &store_port, &reconsume, &index_prefix))
+        return NULL;
+    PyObject *result = NULL, *cq = NULL, *ids = NULL;
+    unsigned char *joined = NULL;
+    run_notes notes;
+    memset(&notes, 0, sizeof(notes));
+    record_common rc = {topic.buf, topic.len, queue_id, sysflag, born_port, store_port, reconsume,
+                        born_ts, store_ts, born_ip.buf, store_ip.buf};
+    const unsigned char *starts[MAX_PAIRS];
+    Py_ssize_t lens[MAX_PAIRS];
+    int k = plain_pairs(props.buf, props.len, starts, lens);
+    if (born_ip.len != 4 || store_ip.len != 4 || k < 0 || body.len <= 0 || body.len > INT_MAX32) {
+        PyErr_SetString(PyExc_ValueError, "write_single needs what scan_single accepted and 4-byte ips");
+        goto done;
+    }
+    /* the kept pairs, each followed by a separator: put_record then adds extra after them */
+    Py_ssize_t kept = 0;
+    for (int i = 0; i < k; i++) kept += lens[i] + 1;
+    joined = PyMem_Malloc(kept ? kept : 1);
+    if (!joined) { PyErr_NoMemory(); goto done; }
+    Py_ssize_t w = 0;
+    for (int i = 0; i < k; i++) { memcpy(joined + w, starts[i], lens[i]); w += lens[i]; joined[w++] = 0x02; }
+    if (kept && !extra.len) kept--;  /* no trailing separator without extra */
+    Py_ssize_t jl = joined_len(joined, kept, extra.len);
+    Py_ssize_t total = RECORD_FIXED + body.len + topic.len + 2 + jl;
+    if (jl > MAX_PROPERTIES || total > buf.len - pos) {
+        PyErr_SetString(PyExc_ValueError, "the message does not fit in the buffer");
+        goto done;
+    }
+    unsigned char *out = (unsigned char *)buf.buf + pos;
+    put_record(out, total, &rc, body.buf, (int32_t)body.len, flag, joined, kept, extra.buf,
+               extra.len, qoff, phys);
+    if (notes_begin(&notes, 1, &rc, index_prefix, &cq, &ids) < 0) goto done;
+    if (note_record(&notes, out + total - jl, jl, phys, total) < 0) goto done;
+    result = notes_end(&notes, cq, ids);
+    cq = ids = NULL;
+done:
+    Py_XDECREF(cq); Py_XDECREF(ids);
+    PyMem_Free(notes.idx);
+    PyMem_Free(joined);
+    PyBuffer_Release(&buf); PyBuffer_Release(&body); PyBuffer_Release(&props); PyBuffer_Release(&extra);
     PyBuffer_Release(&topic); PyBuffer_Release(&born_ip); PyBuffer_Release(&store_ip);
     return result;
 }
@@ -1545,6 +1724,8 @@ static PyMethodDef methods[] = {
     {"index_hashes", index_hashes, METH_VARARGS, index_hashes_doc},
     {"scan_batch", scan_batch, METH_VARARGS, scan_batch_doc},
     {"write_batch", write_batch, METH_VARARGS, write_batch_doc},
+    {"scan_single", (PyCFunction)(void (*)(void))scan_single, METH_FASTCALL, scan_single_doc},
+    {"write_single", write_single, METH_VARARGS, write_single_doc},
     {"index_put", index_put, METH_VARARGS, index_put_doc},
     {"encode_batch", encode_batch, METH_O, encode_batch_doc},
     {"decode_records", decode_records, METH_VARARGS, decode_records_doc},

@@ -26,6 +26,7 @@ from apogee.remoting.bodies.heartbeat import (
 from apogee.remoting.client import RemotingClient
 from apogee.remoting.codes import RequestCode, ResponseCode
 from apogee.remoting.command import RemotingCommand
+from apogee.remoting.headers.send import SendMessageRequestHeader, SendMessageRequestHeaderV2
 from apogee.remoting.server import RequestDispatcher
 from tests.support.processes import ServerProcess, start_namesrv
 from tests.support.wire import pull_all, pull_request, send_request, wait_dispatched
@@ -71,6 +72,39 @@ async def test_send_then_pull_returns_the_stored_bytes(broker: ServerProcess) ->
         assert msg.properties["color"] == "red" and msg.properties["CLUSTER"] == "DefaultCluster"
         assert "WAIT" not in msg.properties
         assert msg.commit_log_offset == phys and msg.store_host == ("127.0.0.1", broker.port)
+    finally:
+        await client.close()
+
+
+@pytest.mark.parametrize(
+    "props",
+    [
+        "WAIT\x01true\x02TAGS\x01TagA\x02KEYS\x01k1 k2\x02color\x01red\x02UNIQ_KEY\x01U1",  # the C path
+        "TAGS\x01é😀\x02WAIT\x01false\x02KEYS\x01k3\x02",  # the C path, Java's trailing separator
+        "TAGS\x01A\x02TAGS\x01B\x02\x02KEYS\x01\x02z\x01=\x01",  # the full path: duplicate, empty pair and value
+    ],
+)
+async def test_both_send_paths_store_the_same_message(broker: ServerProcess, props: str) -> None:
+    """SEND_MESSAGE_V2 of a plain message is stored by the C path, SEND_MESSAGE (V1) always by
+    the full path: what a consumer gets back must not tell them apart."""
+    client = RemotingClient()
+    try:
+        fields = dict(producer_group="g", topic="SamePaths", default_topic="TBW102", default_topic_queue_nums=4,
+                      queue_id=1, sys_flag=0, born_timestamp=1_700_000_000_000, flag=7, properties=props)
+        v1 = RemotingCommand.request(RequestCode.SEND_MESSAGE, SendMessageRequestHeader(**fields).encode(), b"same")
+        v2 = RemotingCommand.request(
+            RequestCode.SEND_MESSAGE_V2, SendMessageRequestHeaderV2(**fields).encode(), b"same"  # type: ignore[arg-type]
+        )
+        for req in (v1, v2):
+            resp = await client.invoke(broker.addr, req, T)
+            assert resp.code == ResponseCode.SUCCESS, resp.remark
+        first, second = await pull_all(client, broker.addr, "SamePaths")
+        assert first.properties == second.properties and "WAIT" not in first.properties
+        assert first.properties["CLUSTER"] == "DefaultCluster"
+        for attr in ("body", "flag", "sys_flag", "born_timestamp", "queue_id", "tags", "keys", "reconsume_times"):
+            assert getattr(first, attr) == getattr(second, attr), attr
+        assert first.store_size == second.store_size
+        assert (first.queue_offset, second.queue_offset) == (0, 1)
     finally:
         await client.close()
 

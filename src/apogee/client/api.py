@@ -108,6 +108,29 @@ def parse_send_response(resp: RemotingCommand, mq: MessageQueue, uniq_ids: list[
     return send_results(uniq_ids, *send_response_fields(resp, mq, len(uniq_ids)))
 
 
+def send_result(resp: RemotingCommand, mq: MessageQueue, uniq: str) -> SendResult:
+    """``parse_send_response`` of a single send: the same answer, without its lists for the
+    usual SEND_OK (one per sync send, so it is worth its few lines)."""
+    ext = resp.ext_fields
+    if resp.code == ResponseCode.SUCCESS and ext:
+        offset_id = ext.get("msgId")
+        qid = ext.get("queueId")
+        first = ext.get("queueOffset")
+        if offset_id.__class__ is str and "," not in offset_id and qid is not None and first is not None:
+            try:
+                queue_id, first_offset = int(qid), int(first)
+            except (TypeError, ValueError):
+                pass
+            else:
+                if queue_id != mq.queue_id:
+                    mq = MessageQueue(mq.topic, mq.broker_name, queue_id)
+                return tuple.__new__(SendResult, (
+                    SendStatus.SEND_OK, uniq or offset_id, offset_id, mq, first_offset,
+                    ext.get("MSG_REGION", ""), ext.get("TRACE_ON") == "true",
+                ))
+    return parse_send_response(resp, mq, [uniq])[0]
+
+
 def send_results(uniq_ids: list[str], status: SendStatus, offset_ids: list[str], mq: MessageQueue,
                  first: int, region: str, trace: bool) -> list[SendResult]:
     """One ``SendResult`` per message (the reference of native.complete_sends)."""

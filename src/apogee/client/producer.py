@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from apogee.broker.topics import NOT_ALLOWED_SEND_TOPICS, validate_topic
-from apogee.client.api import parse_send_response, send_response_fields, send_results
+from apogee.client.api import parse_send_response, send_response_fields, send_result, send_results
 from apogee.client.config import ProducerConfig
 from apogee.client.fault import FaultStrategy
 from apogee.client.instance import ClientInstance, TopicPublishInfo
@@ -66,6 +66,13 @@ RETRY_RESPONSE_CODES = frozenset(
 )
 # Wire keys of SendMessageRequestHeaderV2 ("a".."m"), taken from the header class itself.
 _V2_KEYS = {attr: key for attr, key, _kind, _required in SendMessageRequestHeaderV2._fields()}
+_K_GROUP, _K_TOPIC, _K_DEFAULT_TOPIC, _K_DEFAULT_QUEUE_NUMS, _K_QUEUE_ID, _K_SYS_FLAG, _K_BORN_TS, _K_FLAG, _K_PROPERTIES = (
+    _V2_KEYS[attr]
+    for attr in (
+        "producer_group", "topic", "default_topic", "default_topic_queue_nums", "queue_id", "sys_flag",
+        "born_timestamp", "flag", "properties",
+    )
+)
 BATCH_ITEM_OVERHEAD = 22  # TOTALSIZE, MAGIC, CRC, FLAG, BODYLEN (4 each) + PROPLEN (2)
 
 SendCallback = Callable[[SendResult | None, BaseException | None], Any]
@@ -318,7 +325,7 @@ class Producer:
     def _prepare(self, msg: Message) -> tuple[bytes, int, str, str]:
         """(wire body, sysflag, properties string, UNIQ_KEY) of a single send."""
         uniq = self._uniq(msg)
-        body = bytes(msg.body)
+        body = msg.body if msg.body.__class__ is bytes else bytes(msg.body)
         sysflag = 0
         if len(body) >= self.config.compress_msg_body_over_howmuch:
             body = zlib.compress(body, self.config.compress_level)
@@ -326,6 +333,15 @@ class Producer:
         if msg.properties.get(c.TRAN_MSG) == "true":
             sysflag |= c.TRANSACTION_PREPARED_TYPE
         return body, sysflag, self._properties(msg), uniq
+
+    def _single_request(self, msg: Message, mq: MessageQueue, prepared: tuple[bytes, int, str, str]) -> RemotingCommand:
+        """The SEND_MESSAGE_V2 request of one prepared message to ``mq``."""
+        body, sysflag, props, _uniq = prepared
+        reconsume, max_reconsume = _retry_fields(msg)
+        return self._request(
+            mq.topic, mq.queue_id, sysflag, msg.flag, props, body,
+            reconsume_times=reconsume, max_reconsume_times=max_reconsume,
+        )
 
     def _request(
         self,
@@ -345,25 +361,24 @@ class Producer:
         Hot path: the extFields of ``SendMessageRequestHeaderV2`` are built directly (its
         wire keys, read from the header class once) instead of through ``Header.encode``.
         """
-        k = _V2_KEYS
         ext = {
-            k["producer_group"]: self.group,
-            k["topic"]: topic,
-            k["default_topic"]: self.config.create_topic_key,
-            k["default_topic_queue_nums"]: self._default_queue_nums_text,
-            k["queue_id"]: str(queue_id),
-            k["sys_flag"]: str(sysflag),
-            k["born_timestamp"]: str(int(time.time() * 1000)),
-            k["flag"]: str(flag),
+            _K_GROUP: self.group,
+            _K_TOPIC: topic,
+            _K_DEFAULT_TOPIC: self.config.create_topic_key,
+            _K_DEFAULT_QUEUE_NUMS: self._default_queue_nums_text,
+            _K_QUEUE_ID: str(queue_id),
+            _K_SYS_FLAG: str(sysflag),
+            _K_BORN_TS: str(int(time.time() * 1000)),
+            _K_FLAG: str(flag),
         }
         if properties:
-            ext[k["properties"]] = properties
+            ext[_K_PROPERTIES] = properties
         if reconsume_times is not None:
-            ext[k["reconsume_times"]] = str(reconsume_times)
+            ext[_V2_KEYS["reconsume_times"]] = str(reconsume_times)
         if max_reconsume_times is not None:
-            ext[k["max_reconsume_times"]] = str(max_reconsume_times)
+            ext[_V2_KEYS["max_reconsume_times"]] = str(max_reconsume_times)
         if batch:
-            ext[k["batch"]] = "true"
+            ext[_V2_KEYS["batch"]] = "true"
             return RemotingCommand(RequestCode.SEND_BATCH_MESSAGE, ext_fields=ext, body=body)
         return RemotingCommand(RequestCode.SEND_MESSAGE_V2, ext_fields=ext, body=body)
 
@@ -457,24 +472,17 @@ class Producer:
         self, msg: Message, mq: MessageQueue, prepared: tuple[bytes, int, str, str], timeout_ms: int, mode: str
     ) -> SendResult:
         instance = self._check_running()
-        body, sysflag, props, uniq = prepared
-        start = time.perf_counter()
+        uniq = prepared[3]
         addr = instance.master_addr(mq.broker_name) or await instance.find_master_addr(mq.broker_name, mq.topic)
+        req = self._single_request(msg, mq, prepared)
+        if not self._hooks and not self.fault.enabled:
+            # Nothing to time or to report: the request and its answer, nothing else.
+            return send_result(await instance.api.send(addr, req, timeout_ms), mq, uniq)
+        start = time.perf_counter()
         ctx = self._before(msg, mode, mq, addr)
         try:
-            reconsume, max_reconsume = _retry_fields(msg)
-            req = self._request(
-                mq.topic,
-                mq.queue_id,
-                sysflag,
-                msg.flag,
-                props,
-                body,
-                reconsume_times=reconsume,
-                max_reconsume_times=max_reconsume,
-            )
             resp = await instance.api.send(addr, req, timeout_ms)
-            result = parse_send_response(resp, mq, [uniq])[0]
+            result = send_result(resp, mq, uniq)
         except BaseException as exc:
             if self.fault.enabled:
                 self.fault.update_fault_item(
@@ -509,7 +517,13 @@ class Producer:
                     info = await self._publish_info(msg.topic)
                 mq = self._select(info, last_broker)
                 last_broker = mq.broker_name
-                result = await self._send_to(msg, mq, prepared, remaining, mode)
+                addr = instance.master_addr(mq.broker_name)
+                if addr is not None and not self._hooks and not self.fault.enabled:
+                    # _send_to's own shortcut, one coroutine frame fewer: this is W1's path.
+                    req = self._single_request(msg, mq, prepared)
+                    result = send_result(await instance.api.send(addr, req, remaining), mq, prepared[3])
+                else:
+                    result = await self._send_to(msg, mq, prepared, remaining, mode)
             except RemoteError as exc:
                 if exc.code not in RETRY_RESPONSE_CODES:
                     raise

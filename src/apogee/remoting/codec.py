@@ -48,7 +48,12 @@ def encode(cmd: RemotingCommand) -> list[Buffer]:
 
     The first buffer holds the length prefix and the header; body buffers follow unjoined.
     """
-    parts, body_len = _body_parts(cmd.body)
+    body = cmd.body
+    parts: list[Buffer]
+    if body.__class__ is bytes:  # the usual body: no walk over parts
+        parts, body_len = [body], len(body)
+    else:
+        parts, body_len = _body_parts(body)
     if native is not None and cmd.serialize_type == SerializeType.JSON:
         head = native.json_frame_head(
             cmd.code, cmd.language, cmd.version, cmd.opaque, cmd.flag, cmd.remark, cmd.ext_fields, body_len,
@@ -122,6 +127,16 @@ class FrameDecoder:
         return len(self._buf)
 
     def feed(self, data: bytes | bytearray | memoryview) -> list[RemotingCommand]:
+        if native is not None and not self._buf and data.__class__ is bytes and not self._failed:
+            # The usual arrival: whole frames in one read, straight to the C decoder.
+            done = native.decode_frames(
+                data, self.max_frame_size, RemotingCommand, header_json.LANGUAGE_BY_NAME, LanguageCode.OTHER
+            )
+            if done is not None:
+                commands, pos = done
+                if pos < len(data):
+                    self._buf += memoryview(data)[pos:]
+                return commands  # type: ignore[no-any-return]
         if self._failed:
             raise RemoteProtocolError("decoder already failed; the connection must be closed")
         try:

@@ -22,6 +22,9 @@ Buffer = Union[bytes, bytearray, memoryview]
 Body = Union[Buffer, Sequence[Buffer], None]
 
 
+_new = object.__new__
+
+
 class RemotingCommand:
     """A request or response frame.
 
@@ -101,15 +104,17 @@ class RemotingCommand:
         body: Body = None,
     ) -> RemotingCommand:
         """The answer to this request: same opaque and serialize type, flag bit 0 set."""
-        return RemotingCommand(
-            code,
-            opaque=self.opaque,
-            flag=RPC_RESPONSE,
-            remark=remark,
-            ext_fields=ext_fields,
-            body=body,
-            serialize_type=self.serialize_type,
-        )
+        resp = _new(RemotingCommand)  # every field set here: no keyword handling per answer
+        resp.code = code
+        resp.language = LanguageCode.PYTHON
+        resp.version = CURRENT_VERSION
+        resp.opaque = self.opaque
+        resp.flag = RPC_RESPONSE
+        resp.remark = remark
+        resp.ext_fields = ext_fields
+        resp.body = body
+        resp.serialize_type = self.serialize_type
+        return resp
 
     # --- helpers ------------------------------------------------------------------------------
 

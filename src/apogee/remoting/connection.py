@@ -22,7 +22,7 @@ from typing import Protocol
 
 from apogee.errors import ConnectionClosedError, RemoteProtocolError, RequestTimeoutError
 from apogee.remoting.codec import FrameDecoder, encode
-from apogee.remoting.command import RemotingCommand
+from apogee.remoting.command import RPC_RESPONSE, RemotingCommand
 from apogee.remoting.config import RemotingConfig
 
 log = logging.getLogger("apogee.remoting.connection")
@@ -137,7 +137,7 @@ class Connection(asyncio.Protocol):
             self.close(f"protocol error: {exc}")
             return
         for cmd in commands:
-            if cmd.is_response:
+            if cmd.flag & RPC_RESPONSE:
                 pending = self._pending.pop(cmd.opaque, None)
                 if pending is None:
                     log.debug("response for unknown opaque %d from %s:%d", cmd.opaque, *self.peer)
@@ -250,11 +250,13 @@ class Connection(asyncio.Protocol):
         opaque = self._next_opaque
         self._next_opaque = (opaque + 1) & _OPAQUE_MASK
         cmd.opaque = opaque
+        # Written before it is registered: its answer cannot be read before this returns to
+        # the loop, and the bookkeeping then overlaps the peer's work instead of preceding it.
+        self.send(cmd)
         deadline = self._loop.time() + timeout_ms / 1000
         self._pending[opaque] = _Pending(future, callback, deadline, cmd.code, timeout_ms)
         if deadline < self._timer_at:
             self._arm(deadline)
-        self.send(cmd)
 
     def _arm(self, deadline: float) -> None:
         if self._timer is not None:

@@ -22,7 +22,7 @@ from typing import Union
 
 from apogee.errors import HeaderError, RemoteError
 from apogee.remoting.codes import ResponseCode
-from apogee.remoting.command import RemotingCommand
+from apogee.remoting.command import RPC_ONEWAY, RemotingCommand
 from apogee.remoting.config import RemotingConfig
 from apogee.remoting.connection import Connection
 
@@ -64,7 +64,7 @@ class RequestDispatcher:
         except Exception as exc:
             self._reply(conn, request, self._failure(request, exc))
             return
-        if inspect.isawaitable(result):
+        if result.__class__ is not RemotingCommand and inspect.isawaitable(result):
             task = asyncio.ensure_future(self._finish(conn, request, result))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
@@ -97,7 +97,7 @@ class RequestDispatcher:
 
     @staticmethod
     def _reply(conn: Connection, request: RemotingCommand, response: RemotingCommand | None) -> None:
-        if response is None or request.is_oneway or not conn.is_open:
+        if response is None or request.flag & 3 == RPC_ONEWAY or not conn.is_open:  # 3: see is_oneway
             return
         response.opaque = request.opaque
         response.flag |= 0x1

@@ -331,6 +331,49 @@ class CommitLog:
             store_ip, store_port, offsets,
         )
 
+    def put_plain(
+        self,
+        topic: str,
+        queue_id: int,
+        body: bytes,
+        props: bytes,
+        extra: bytes,
+        props_len: int,
+        sysflag: int,
+        flag: int,
+        born_timestamp: int,
+        born_host: tuple[str, int],
+        store_host: tuple[str, int],
+        reconsume_times: int,
+    ) -> PutResult:
+        """``put_message`` of a single send whose properties ``native.scan_single`` accepted
+        (``props_len`` is its answer): the same record, written in C, with a run hint of one.
+
+        The broker's common case (no delay, no transaction, no retry topic) in one C call
+        instead of a dict round trip of the properties and an ``InnerMessage``.
+        """
+        assert native is not None
+        sysflag &= _NOT_V6
+        tf = topic_field_cache.get(topic)
+        if tf is None:
+            try:
+                tf = topic_field(topic)
+            except ValueError:
+                return PutResult(PutStatus.MESSAGE_ILLEGAL)
+        body_len = len(body)
+        total = OFF_BODY + body_len + len(tf) + 2 + props_len
+        if body_len > self._max_body or total + 8 > self.file_size or sysflag & _TRAN_MASK != _NOT:
+            return PutResult(PutStatus.MESSAGE_ILLEGAL)
+        born_ip = ip_bytes_cache.get(born_host[0]) or ip_to_bytes(born_host[0])
+        store_ip = ip_bytes_cache.get(store_host[0]) or ip_to_bytes(store_host[0])
+        store_port = store_host[1]
+        prefix = index_prefix_hash(topic) if self.index_enabled else -1
+        return self._put_run(
+            total, topic, queue_id, 1, sysflag, store_ip, store_port, native.write_single,
+            (body, props, extra, tf, queue_id), (sysflag, flag, born_timestamp, born_ip, born_host[1]),
+            (store_ip, store_port, reconsume_times, prefix),
+        )
+
     def _put_raw_batch(self, batch: InnerBatch, raw: bytes) -> PutResult:
         """``put_messages`` for a body ``native.scan_batch`` accepted: same records, in C."""
         assert native is not None
@@ -353,8 +396,32 @@ class CommitLog:
         store_port = batch.store_host[1]
         queue_id = batch.queue_id
         prefix = index_prefix_hash(topic) if self.index_enabled else -1
+        return self._put_run(
+            batch_total, topic, queue_id, count, sysflag, store_ip, store_port, native.write_batch,
+            (raw, batch_pstr.encode("utf-8"), tf, queue_id),
+            (sysflag, batch.born_timestamp, born_ip, batch.born_host[1]),
+            (store_ip, store_port, batch.reconsume_times, prefix),
+        )
+
+    def _put_run(
+        self,
+        total: int,
+        topic: str,
+        queue_id: int,
+        count: int,
+        sysflag: int,
+        store_ip: bytes,
+        store_port: int,
+        write: Callable[..., tuple[bytes, bytes, str, tuple[int, ...] | None]],
+        head: tuple[Any, ...],
+        mid: tuple[Any, ...],
+        tail: tuple[Any, ...],
+    ) -> PutResult:
+        """Append ``count`` records written in C by ``write`` (``native.write_batch`` or
+        ``write_single``, called as ``write(mm, pos, *head, queue_offset, phys, *mid, store_ts,
+        *tail)``) and leave their run hint."""
         with self._lock:
-            mf = self._file_for_locked(batch_total)
+            mf = self._file_for_locked(total)
             if mf.__class__ is not MappedFile:
                 return PutResult(mf)  # type: ignore[arg-type]
             pos = mf.wrote
@@ -365,19 +432,13 @@ class CommitLog:
             key = (topic, queue_id)
             qoff = self.topic_queue_table.get(key, 0)
             phys = mf.start + pos
-            cq, index_entries, msg_ids, tags = native.write_batch(
-                mf.mm, pos, raw, batch_pstr.encode("utf-8"), tf, queue_id, qoff, phys, sysflag,
-                batch.born_timestamp, born_ip, batch.born_host[1], now, store_ip, store_port,
-                batch.reconsume_times, prefix,
-            )
-            mf.wrote = pos + batch_total
+            cq, index_entries, msg_ids, tags = write(mf.mm, pos, *head, qoff, phys, *mid, now, *tail)
+            mf.wrote = pos + total
             self.topic_queue_table[key] = qoff + count
             hints = self.hints
             if len(hints) < self.hint_capacity:
-                hints.append((phys, batch_total, topic, queue_id, qoff, count, cq, tags, now, sysflag,
-                              index_entries))
-        return PutResult(PutStatus.PUT_OK, phys, batch_total, qoff, now, count, store_ip, store_port,
-                         msg_id=msg_ids)
+                hints.append((phys, total, topic, queue_id, qoff, count, cq, tags, now, sysflag, index_entries))
+        return PutResult(PutStatus.PUT_OK, phys, total, qoff, now, count, store_ip, store_port, msg_id=msg_ids)
 
     def _roll_locked(self) -> MappedFile | None:
         """Close the current file with a blank record and start the next; None on failure."""

@@ -252,18 +252,43 @@ class MessageStore:
         """
         if not self._accepting:
             return self._refused(), None
-        result = self.commitlog.put_message(msg)
-        if result.status is PutStatus.PUT_OK:
-            if self._group is not None:
-                return result, self._group.request(result.wrote_offset + result.wrote_bytes)
-            self._wake_dispatch_soon()
-        return result, None
+        return self._appended(self.commitlog.put_message(msg))
 
     def put_messages_nowait(self, batch: InnerBatch) -> tuple[PutResult, asyncio.Future[PutStatus] | None]:
         """A batch: its records are contiguous and become visible together."""
         if not self._accepting:
             return self._refused(), None
-        result = self.commitlog.put_messages(batch)
+        return self._appended(self.commitlog.put_messages(batch))
+
+    def put_plain_nowait(
+        self,
+        topic: str,
+        queue_id: int,
+        body: bytes,
+        props: bytes,
+        extra: bytes,
+        props_len: int,
+        sysflag: int,
+        flag: int,
+        born_timestamp: int,
+        born_host: tuple[str, int],
+        store_host: tuple[str, int],
+        reconsume_times: int,
+    ) -> tuple[PutResult, asyncio.Future[PutStatus] | None]:
+        """``put_message_nowait`` of a single send ``native.scan_single`` accepted
+        (``CommitLog.put_plain``): the stored properties are ``props`` without WAIT, then
+        ``extra``."""
+        if not self._accepting:
+            return self._refused(), None
+        return self._appended(
+            self.commitlog.put_plain(
+                topic, queue_id, body, props, extra, props_len, sysflag, flag, born_timestamp, born_host,
+                store_host, reconsume_times,
+            )
+        )
+
+    def _appended(self, result: PutResult) -> tuple[PutResult, asyncio.Future[PutStatus] | None]:
+        """After an append: under SYNC_FLUSH the future of its durability, else wake dispatch."""
         if result.status is PutStatus.PUT_OK:
             if self._group is not None:
                 return result, self._group.request(result.wrote_offset + result.wrote_bytes)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from apogee.client.api import build_pull_result, parse_send_response
+from apogee.client.api import build_pull_result, parse_send_response, send_result
 from apogee.client.types import PullStatus, SendStatus
 from apogee.common import constants as c
 from apogee.common.message import MessageQueue
@@ -29,6 +29,29 @@ def test_single_send_result() -> None:
     )
     assert r.status is SendStatus.SEND_OK and r.msg_id == "UNIQ" and r.offset_msg_id == "AB"
     assert r.queue_offset == 42 and r.message_queue == MQ and r.region_id == "R" and r.trace_on
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        resp(0, {"msgId": "AB", "queueId": "1", "queueOffset": "42", "MSG_REGION": "R", "TRACE_ON": "true"}),
+        resp(0, {"msgId": "AB", "queueId": "5", "queueOffset": "0"}),  # another queue than asked
+        resp(0, {"msgId": "A,B", "queueId": "1", "queueOffset": "3"}),  # two ids for one message
+        resp(0, {"msgId": "AB", "queueId": "x", "queueOffset": "3"}),  # a broken number
+        resp(0, {"queueId": "1"}),
+        resp(0, None),
+        resp(10, {"msgId": "AB", "queueId": "1", "queueOffset": "9"}),
+        resp(12, {"msgId": "AB", "queueId": "1", "queueOffset": "9"}),
+    ],
+)
+@pytest.mark.parametrize("uniq", ["UNIQ", ""])
+def test_single_send_result_is_parse_send_response_of_one(response: RemotingCommand, uniq: str) -> None:
+    assert send_result(response, MQ, uniq) == parse_send_response(response, MQ, [uniq])[0]
+
+
+def test_single_send_result_raises_as_parse_send_response() -> None:
+    with pytest.raises(SystemBusyError):
+        send_result(resp(2, remark="busy"), MQ, "u")
 
 
 def test_batch_send_results_are_consecutive() -> None:

@@ -271,3 +271,68 @@ def test_complete_sends_matches_send_results() -> None:
             native.complete_sends(futures, SendResult, SendStatus.SEND_OK, uniqs[:2], ids, mq, 0, "", False)
     finally:
         loop.close()
+
+
+def _broker_rewrite(props: str, cluster: str) -> str:
+    """What SendProcessor's full path stores for a single send: WAIT dropped, CLUSTER set."""
+    parsed = mc.parse_properties(props)
+    parsed.pop("WAIT", None)
+    parsed["CLUSTER"] = cluster
+    return mc.properties_to_string(parsed)
+
+
+names = st.sampled_from(["TAGS", "KEYS", "UNIQ_KEY", "WAIT", "a", "é", "DELAY", "TRAN_MSG", "CLUSTER", ""])
+values = st.text("xyz é😀\x01", max_size=6)
+
+
+@settings(max_examples=300)
+@given(st.lists(st.tuples(names, values), max_size=6), st.booleans())
+def test_single_send_properties_are_stored_as_the_full_path_stores_them(
+    pairs: list[tuple[str, str]], trailing: bool
+) -> None:
+    props = "\x02".join(f"{k}\x01{v}" for k, v in pairs) + ("\x02" if trailing and pairs else "")
+    extra = "CLUSTER\x01c1"
+    size = native.scan_single(props.encode(), extra.encode())
+    names_seen = [k for k, _ in pairs]
+    plain = (
+        all(k and v for k, v in pairs)
+        and len(set(names_seen)) == len(names_seen)
+        and not {"DELAY", "TRAN_MSG", "CLUSTER"} & set(names_seen)
+    )
+    if not plain:
+        assert size is None  # the full path decides
+        return
+    stored = _broker_rewrite(props, "c1")
+    assert size == len(stored.encode())
+    body = b"payload"
+    tf = mc.topic_field("TopicX")
+    total = mc.record_size(len(body), len(tf), 2 + size)
+    buf = bytearray(total + 4)
+    cq, index, msg_id, tags = native.write_single(
+        buf, 4, body, props.encode(), extra.encode(), tf, 2, 41, 9000, 0, 5, 77, bytes([10, 0, 0, 2]), 5000, 88,
+        bytes([10, 0, 0, 1]), 10911, 1, 12345,
+    )
+    rec = mc.encode_record(topic="TopicX", body=body, queue_id=2, flag=5, queue_offset=41, physical_offset=9000,
+                           born_timestamp=77, born_host=("10.0.0.2", 5000), store_timestamp=88,
+                           store_host=("10.0.0.1", 10911), properties=stored, reconsume_times=1)
+    assert bytes(buf[4:]) == rec
+    tcode = tags_code(mc.get_property(stored, "TAGS"))
+    assert cq == struct.pack(">qiq", 9000, total, tcode)
+    assert tags == (tcode,)
+    assert msg_id == mc.create_offset_msg_id("10.0.0.1", 10911, 9000)
+    tokens = [t for t in [mc.get_property(stored, "UNIQ_KEY")] if t]
+    tokens += [t for t in (mc.get_property(stored, "KEYS") or "").split(" ") if t]
+    got_index = [struct.unpack_from("=I4xq", index, i) for i in range(0, len(index), 16)]
+    assert got_index == [(h, 9000) for h in index_hashes_py(12345, tokens)]
+
+
+def test_scan_single_declines_what_needs_an_answer() -> None:
+    extra = b"CLUSTER\x01c"
+    assert native.scan_single(b"", extra) == len(extra)
+    assert native.scan_single(b"WAIT\x01true", extra) == len(extra)
+    assert native.scan_single(b"A\x01b\x02", b"") == 3
+    assert native.scan_single(b"A\x01\x00", extra) is None  # NUL
+    assert native.scan_single(b"A\x01\xff", extra) is None  # not UTF-8
+    assert native.scan_single(b"A\x01b\x02\x02C\x01d", extra) is None  # an empty pair inside
+    assert native.scan_single(b"K\x01" + b"v" * 32760, extra) is None  # over 32767 once joined
+    assert native.scan_single(b"\x02".join(b"k%d\x01v" % i for i in range(65)), extra) is None  # too many pairs

@@ -1,4 +1,4 @@
-"""A batch written by the C path leaves the same files as the pure-Python path.
+"""A batch (or a single send) written by the C path leaves the same files as the pure-Python path.
 
 Two stores with the same clock take the same batches, one through ``InnerBatch.raw`` (C), one
 through decoded items (the reference); after dispatch every CommitLog, ConsumeQueue and index
@@ -15,7 +15,7 @@ import pytest
 
 from apogee.common import message_codec as mc
 from apogee.common.accel import native
-from apogee.store import InnerBatch, MessageStore, StoreConfig
+from apogee.store import InnerBatch, InnerMessage, MessageStore, StoreConfig
 
 pytestmark = pytest.mark.skipif(native is None, reason="apogee._native is not built")
 
@@ -77,6 +77,50 @@ async def test_c_batches_leave_identical_files(store_config: Callable[..., Store
     files_c, files_py = _files(Path(a.store_path_root_dir)), _files(Path(b.store_path_root_dir))
     assert sorted(files_c) == sorted(files_py)
     assert len([n for n in files_c if n.startswith("index")]) > 3  # crossed index files
+    for name in files_py:
+        assert files_c[name] == files_py[name], name
+
+
+async def _fill_singles(cfg: StoreConfig, batches: list[tuple[str, int, bytes]], c_path: bool) -> None:
+    """Every batch item sent as a single message: through ``put_plain_nowait`` (the broker's C
+    path, properties as the client sent them plus WAIT) or as the full path's InnerMessage."""
+    ticks = iter(range(1_700_000_000_000, 1_800_000_000_000, 700))
+    store = MessageStore(cfg, clock=lambda: next(ticks))
+    await store.start()
+    extra = b"CLUSTER\x01DefaultCluster"
+    for topic, qid, body in batches:
+        for item in mc.decode_batch(body):
+            sent = "WAIT\x01true\x02" + item.properties if item.properties else "WAIT\x01true"
+            if c_path:
+                size = native.scan_single(sent.encode(), extra)
+                assert size is not None
+                result, _ = store.put_plain_nowait(topic, qid, item.body, sent.encode(), extra, size, 0, item.flag, 77,
+                                                   ("10.0.0.2", 1), ("10.0.0.1", 2), 0)
+            else:
+                props = mc.parse_properties(sent)
+                props.pop("WAIT")
+                props["CLUSTER"] = "DefaultCluster"
+                result, _ = store.put_message_nowait(InnerMessage(
+                    topic, qid, item.body, item.flag, mc.properties_to_string(props), born_timestamp=77,
+                    born_host=("10.0.0.2", 1), store_host=("10.0.0.1", 2)))
+            assert result.ok and result.msg_num == 1
+    await store.wait_dispatched()
+    await store.shutdown()
+
+
+async def test_c_single_sends_leave_identical_files(store_config: Callable[..., StoreConfig], tmp_path: Path) -> None:
+    overrides = {"mapped_file_size_commitlog": 16 * 1024, "mapped_file_size_consume_queue": 8 * 20,
+                 "max_hash_slot_num": 16, "max_index_num": 40}
+    batches = _batches(2)
+    a = store_config(**overrides)
+    a.store_path_root_dir = str(tmp_path / "c")
+    b = store_config(**overrides)
+    b.store_path_root_dir = str(tmp_path / "py")
+    await _fill_singles(a, batches, c_path=True)
+    await _fill_singles(b, batches, c_path=False)
+    files_c, files_py = _files(Path(a.store_path_root_dir)), _files(Path(b.store_path_root_dir))
+    assert sorted(files_c) == sorted(files_py)
+    assert len([n for n in files_c if n.startswith("commitlog")]) > 3  # crossed CommitLog files
     for name in files_py:
         assert files_c[name] == files_py[name], name
 

@@ -52,6 +52,19 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("apogee.broker.send")
 
+# Wire keys of the headers the single-send fast path reads and writes, from the header classes.
+_V2 = {attr: key for attr, key, _kind, _required in SendMessageRequestHeaderV2._fields()}
+_RESP = {attr: key for attr, key, _kind, _required in SendMessageResponseHeader._fields()}
+_TOPIC, _QUEUE_ID, _SYS_FLAG, _BORN_TS, _FLAG, _PROPS, _RECONSUME, _BATCH = (
+    _V2[k] for k in ("topic", "queue_id", "sys_flag", "born_timestamp", "flag", "properties", "reconsume_times", "batch")
+)
+_SUCCESS = int(ResponseCode.SUCCESS)
+# Answers that still carry the message's id and offset: it was stored.
+_STORED_CODES = frozenset(
+    (ResponseCode.SUCCESS, ResponseCode.FLUSH_DISK_TIMEOUT, ResponseCode.FLUSH_SLAVE_TIMEOUT, ResponseCode.SLAVE_NOT_AVAILABLE)
+)
+_MSG_ID, _RESP_QUEUE_ID, _QUEUE_OFFSET = (_RESP[k] for k in ("msg_id", "queue_id", "queue_offset"))
+
 _STATUS_TO_CODE: dict[PutStatus, tuple[int, str | None]] = {
     PutStatus.PUT_OK: (ResponseCode.SUCCESS, None),
     PutStatus.FLUSH_DISK_TIMEOUT: (ResponseCode.FLUSH_DISK_TIMEOUT, None),
@@ -84,10 +97,12 @@ class SendProcessor:
     def __init__(self, broker: BrokerController) -> None:
         self.b = broker
         self._random = random.Random()
+        self._valid_topics: set[str] = set()
+        self._cluster: tuple[str, bytes] = ("", b"")
 
     def register_with(self, dispatcher: RequestDispatcher) -> None:
         dispatcher.register(RequestCode.SEND_MESSAGE, self.send)
-        dispatcher.register(RequestCode.SEND_MESSAGE_V2, self.send)
+        dispatcher.register(RequestCode.SEND_MESSAGE_V2, self.send_v2 if native is not None else self.send)
         dispatcher.register(RequestCode.SEND_BATCH_MESSAGE, self.send)
         dispatcher.register(RequestCode.CONSUMER_SEND_MSG_BACK, self.send_back)
 
@@ -162,6 +177,11 @@ class SendProcessor:
 
     # --- send ---------------------------------------------------------------------------------
 
+    def send_v2(self, conn: Connection, req: RemotingCommand) -> RemotingCommand | Awaitable[RemotingCommand]:
+        """SEND_MESSAGE_V2: the C path when it applies (``_send_plain``), else ``send``."""
+        answer = self._send_plain(conn, req)
+        return self.send(conn, req) if answer is None else answer
+
     def send(self, conn: Connection, req: RemotingCommand) -> RemotingCommand | Awaitable[RemotingCommand]:
         """Answer at once under ASYNC_FLUSH; under SYNC_FLUSH return an awaitable that
         answers when the group commit has made the message durable."""
@@ -213,6 +233,69 @@ class SendProcessor:
         if durable is None:
             return self._response(req, result, queue_id=msg.queue_id)
         return self._after_flush(req, result, durable, msg.queue_id)
+
+    def _send_plain(
+        self, conn: Connection, req: RemotingCommand
+    ) -> RemotingCommand | Awaitable[RemotingCommand] | None:
+        """The common SEND_MESSAGE_V2, stored by one C call; None declines and the full path
+        below decides (and answers any error).
+
+        Common means: an existing writable topic that is not a retry topic, a queue id in
+        range, no transaction, a body within limits, and properties the broker stores as they
+        are apart from WAIT dropped and CLUSTER added (no DELAY, TRAN_MSG or CLUSTER, no
+        duplicate or empty name; ``native.scan_single``).  The stored record is byte for byte
+        the one the full path writes.
+        """
+        ext = req.ext_fields
+        if not ext or ext.get(_BATCH) is not None:
+            return None
+        topic = ext.get(_TOPIC)
+        if topic.__class__ is not str:
+            return None
+        assert topic is not None
+        config = self.b.topics.get(topic)
+        if config is None or topic.startswith(c.RETRY_GROUP_TOPIC_PREFIX) or topic in NOT_ALLOWED_SEND_TOPICS:
+            return None
+        if not self.b.config.broker_permission & c.PERM_WRITE or not config.perm & c.PERM_WRITE:
+            return None
+        if topic not in self._valid_topics:
+            if validate_topic(topic) is not None:
+                return None
+            self._valid_topics.add(topic)
+        props = ext.get(_PROPS) or ""
+        try:
+            queue_id = int(ext[_QUEUE_ID])
+            sysflag = int(ext[_SYS_FLAG])
+            born_timestamp = int(ext[_BORN_TS])
+            flag = int(ext[_FLAG])
+            reconsume = ext.get(_RECONSUME)
+            reconsume_times = int(reconsume) if reconsume is not None else 0
+            praw = props.encode()
+        except (KeyError, TypeError, ValueError, AttributeError):
+            return None
+        if not 0 <= queue_id < max(config.read_queue_nums, config.write_queue_nums):
+            return None
+        if config.topic_filter_type == "MULTI_TAG":
+            sysflag |= c.MULTI_TAGS_FLAG
+        body = req.body_bytes()
+        if not body or len(body) > self.b.store_config.max_message_size:
+            return None
+        if c.transaction_type(sysflag) != c.TRANSACTION_NOT_TYPE:
+            return None
+        name = self.b.config.broker_cluster_name
+        if self._cluster[0] != name:
+            self._cluster = (name, f"{c.CLUSTER}\x01{name}".encode())
+        extra = self._cluster[1]
+        props_len = native.scan_single(praw, extra)
+        if props_len is None:
+            return None
+        result, durable = self.b.store.put_plain_nowait(
+            topic, queue_id, body, praw, extra, props_len, sysflag, flag, born_timestamp, _ipv4_peer(conn),
+            (self.b.store_ip, self.b.listen_port), reconsume_times,
+        )
+        if durable is None:
+            return self._response(req, result, queue_id=queue_id)
+        return self._after_flush(req, result, durable, queue_id)
 
     async def _after_flush(
         self, req: RemotingCommand, result: PutResult, durable: Awaitable[PutStatus], queue_id: int
@@ -292,12 +375,20 @@ class SendProcessor:
         )
 
     def _response(self, req: RemotingCommand, result: PutResult, *, queue_id: int) -> RemotingCommand:
-        code, remark = _STATUS_TO_CODE.get(result.status, (ResponseCode.SYSTEM_ERROR, result.status.name))
-        if code not in (ResponseCode.SUCCESS, ResponseCode.FLUSH_DISK_TIMEOUT, ResponseCode.FLUSH_SLAVE_TIMEOUT, ResponseCode.SLAVE_NOT_AVAILABLE):
-            return req.response(code, remark)
-        ext = SendMessageResponseHeader(result.msg_id, queue_id, result.logics_offset).encode()
-        ext["MSG_REGION"] = self.b.config.region_id
-        ext["TRACE_ON"] = "true" if self.b.config.trace_on else "false"
+        if result.status is PutStatus.PUT_OK:  # the usual answer: no table lookup
+            code, remark = _SUCCESS, None
+        else:
+            code, remark = _STATUS_TO_CODE.get(result.status, (ResponseCode.SYSTEM_ERROR, result.status.name))
+            if code not in _STORED_CODES:
+                return req.response(code, remark)
+        config = self.b.config
+        ext = {  # SendMessageResponseHeader's fields, written directly: one per send
+            _MSG_ID: result.msg_id,
+            _RESP_QUEUE_ID: str(queue_id),
+            _QUEUE_OFFSET: str(result.logics_offset),
+            "MSG_REGION": config.region_id,
+            "TRACE_ON": "true" if config.trace_on else "false",
+        }
         return req.response(code, remark, ext_fields=ext)
 
     def _send_batch(
