@@ -525,27 +525,115 @@ static int plain_pairs(const unsigned char *s, Py_ssize_t n, const unsigned char
 }
 
 PyDoc_STRVAR(scan_single_doc,
-"scan_single(props: bytes, extra: bytes) -> int | None\n\n"
+"scan_single(props: str | bytes, extra: bytes) -> int | None\n\n"
 "Length of the properties a single send is stored with: props without WAIT, then extra (the\n"
 "broker's CLUSTER), joined as properties_to_string joins the broker's rewritten dict.  None\n"
 "when the pure path must decide (SendProcessor.send): malformed or non-UTF-8 text, an empty\n"
 "name or value, a duplicate name, DELAY, TRAN_MSG or CLUSTER, or over 32767 bytes.");
 
-static PyObject *scan_single(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 2 || !PyBytes_Check(args[0]) || !PyBytes_Check(args[1])) {
-        PyErr_SetString(PyExc_TypeError, "scan_single(props: bytes, extra: bytes)");
-        return NULL;
-    }
+/* The stored length of props (text) joined with extra, or -1 to decline. */
+static Py_ssize_t single_props_len(const unsigned char *props, Py_ssize_t n, Py_ssize_t extra_len) {
     const unsigned char *starts[MAX_PAIRS];
     Py_ssize_t lens[MAX_PAIRS];
-    int k = plain_pairs((const unsigned char *)PyBytes_AS_STRING(args[0]), PyBytes_GET_SIZE(args[0]),
-                        starts, lens);
-    if (k < 0) Py_RETURN_NONE;
-    Py_ssize_t size = PyBytes_GET_SIZE(args[1]);
+    int k = plain_pairs(props, n, starts, lens);
+    if (k < 0) return -1;
+    Py_ssize_t size = extra_len;
     for (int i = 0; i < k; i++) size += lens[i] + 1;  /* each pair and the separator after it */
-    if (k && !PyBytes_GET_SIZE(args[1])) size--;  /* no separator after the last pair */
-    if (size > MAX_PROPERTIES) Py_RETURN_NONE;
+    if (k && !extra_len) size--;  /* no separator after the last pair */
+    return size > MAX_PROPERTIES ? -1 : size;
+}
+
+/* UTF-8 of a str (NULL on surrogates, error cleared) or the bytes of a bytes object. */
+static const char *text_bytes(PyObject *o, Py_ssize_t *n) {
+    if (PyBytes_Check(o)) { *n = PyBytes_GET_SIZE(o); return PyBytes_AS_STRING(o); }
+    if (PyUnicode_Check(o)) {
+        const char *s = PyUnicode_AsUTF8AndSize(o, n);
+        if (!s) PyErr_Clear();
+        return s;
+    }
+    return NULL;
+}
+
+static PyObject *scan_single(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || !PyBytes_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "scan_single(props: str | bytes, extra: bytes)");
+        return NULL;
+    }
+    Py_ssize_t n;
+    const char *props = text_bytes(args[0], &n);
+    if (!props) Py_RETURN_NONE;
+    Py_ssize_t size = single_props_len((const unsigned char *)props, n, PyBytes_GET_SIZE(args[1]));
+    if (size < 0) Py_RETURN_NONE;
     return PyLong_FromSsize_t(size);
+}
+
+/* An int header field as Header.decode reads it, when it is plainly one: a JSON number or
+ * ASCII [-]digits within [lo, hi].  0: decline (the full path judges it). */
+static int field_int(PyObject *v, long long lo, long long hi, long long *out) {
+    long long x;
+    if (PyLong_CheckExact(v)) {
+        int overflow;
+        x = PyLong_AsLongLongAndOverflow(v, &overflow);
+        if (overflow || (x == -1 && PyErr_Occurred())) { PyErr_Clear(); return 0; }
+    } else if (PyUnicode_Check(v) && PyUnicode_IS_ASCII(v)) {
+        const unsigned char *s = PyUnicode_1BYTE_DATA(v);
+        Py_ssize_t n = PyUnicode_GET_LENGTH(v), i = 0;
+        int neg = n > 0 && s[0] == '-';
+        i = neg;
+        if (n - i < 1 || n - i > 18) return 0;
+        x = 0;
+        for (; i < n; i++) {
+            if (s[i] < '0' || s[i] > '9') return 0;
+            x = x * 10 + (s[i] - '0');
+        }
+        if (neg) x = -x;
+    } else {
+        return 0;
+    }
+    if (x < lo || x > hi) return 0;
+    *out = x;
+    return 1;
+}
+
+PyDoc_STRVAR(send_v2_fields_doc,
+"send_v2_fields(ext: dict, extra: bytes, keys: tuple[str, ...]) -> tuple | None\n\n"
+"The fields of a SEND_MESSAGE_V2 header (keys: the wire keys of topic, queueId, sysFlag,\n"
+"bornTimestamp, flag, properties, reconsumeTimes and batch) for SendProcessor._send_plain:\n"
+"(topic, queue_id, sys_flag, born_timestamp, flag, properties, reconsume_times, stored\n"
+"properties length), read as SendMessageRequestHeaderV2.decode reads them and the\n"
+"properties checked as scan_single checks them.  None when the full path must judge: a\n"
+"missing, non-text or out-of-range field, a number that is not plain digits, a batch flag,\n"
+"or properties scan_single declines.");
+
+static PyObject *send_v2_fields(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3 || !PyDict_CheckExact(args[0]) || !PyBytes_Check(args[1]) || !PyTuple_CheckExact(args[2]) ||
+        PyTuple_GET_SIZE(args[2]) != 8) {
+        PyErr_SetString(PyExc_TypeError, "send_v2_fields(ext: dict, extra: bytes, keys: 8-tuple)");
+        return NULL;
+    }
+    PyObject *ext = args[0], *keys = args[2], *v[8];
+    for (int i = 0; i < 8; i++) {
+        v[i] = PyDict_GetItemWithError(ext, PyTuple_GET_ITEM(keys, i));  /* borrowed */
+        if (!v[i] && PyErr_Occurred()) return NULL;
+    }
+    if (v[7] || !v[0] || !PyUnicode_CheckExact(v[0]) || !v[1] || !v[2] || !v[3] || !v[4]) Py_RETURN_NONE;
+    long long queue_id, sysflag, born, flag, reconsume = 0;
+    if (!field_int(v[1], -2147483648LL, 2147483647LL, &queue_id) ||
+        !field_int(v[2], -2147483648LL, 2147483647LL, &sysflag) ||
+        !field_int(v[3], -(1LL << 62), 1LL << 62, &born) ||
+        !field_int(v[4], -2147483648LL, 2147483647LL, &flag) ||
+        (v[6] && !field_int(v[6], -2147483648LL, 2147483647LL, &reconsume)))
+        Py_RETURN_NONE;
+    PyObject *props = v[5];
+    if (!props || props == Py_None) props = PyUnicode_New(0, 0); else Py_INCREF(props);
+    if (!props) return NULL;
+    if (!PyUnicode_CheckExact(props)) { Py_DECREF(props); Py_RETURN_NONE; }
+    Py_ssize_t n;
+    const char *text = text_bytes(props, &n);
+    Py_ssize_t size = text ? single_props_len((const unsigned char *)text, n, PyBytes_GET_SIZE(args[1])) : -1;
+    if (size < 0) { Py_DECREF(props); Py_RETURN_NONE; }
+    PyObject *out = Py_BuildValue("OLLLLNLn", v[0], queue_id, sysflag, born, flag, props, reconsume, size);
+    return out;
 }
 
 PyDoc_STRVAR(write_single_doc,
@@ -561,7 +649,7 @@ static PyObject *write_single(PyObject *self, PyObject *args) {
     Py_ssize_t pos;
     int queue_id, sysflag, flag, born_port, store_port, reconsume;
     long long qoff, phys, born_ts, store_ts, index_prefix;
-    if (!PyArg_ParseTuple(args, "w*ny*y*y*y*iLLiiLy*iLy*iiL", &buf, &pos, &body, &props, &extra,
+    if (!PyArg_ParseTuple(args, "w*ny*s*y*y*iLLiiLy*iLy*iiL", &buf, &pos, &body, &props, &extra,
                           &topic, &queue_id, &qoff, &phys, &sysflag, &flag, &born_ts, &born_ip,
                           &born_port, &store_ts, &store_ip, &store_port, &reconsume, &index_prefix))
         return NULL;
@@ -1725,6 +1813,7 @@ static PyMethodDef methods[] = {
     {"scan_batch", scan_batch, METH_VARARGS, scan_batch_doc},
     {"write_batch", write_batch, METH_VARARGS, write_batch_doc},
     {"scan_single", (PyCFunction)(void (*)(void))scan_single, METH_FASTCALL, scan_single_doc},
+    {"send_v2_fields", (PyCFunction)(void (*)(void))send_v2_fields, METH_FASTCALL, send_v2_fields_doc},
     {"write_single", write_single, METH_VARARGS, write_single_doc},
     {"index_put", index_put, METH_VARARGS, index_put_doc},
     {"encode_batch", encode_batch, METH_O, encode_batch_doc},

@@ -66,7 +66,8 @@ RETRY_RESPONSE_CODES = frozenset(
 )
 # Wire keys of SendMessageRequestHeaderV2 ("a".."m"), taken from the header class itself.
 _V2_KEYS = {attr: key for attr, key, _kind, _required in SendMessageRequestHeaderV2._fields()}
-_K_GROUP, _K_TOPIC, _K_DEFAULT_TOPIC, _K_DEFAULT_QUEUE_NUMS, _K_QUEUE_ID, _K_SYS_FLAG, _K_BORN_TS, _K_FLAG, _K_PROPERTIES = (
+(_K_GROUP, _K_TOPIC, _K_DEFAULT_TOPIC, _K_DEFAULT_QUEUE_NUMS, _K_QUEUE_ID, _K_SYS_FLAG, _K_BORN_TS, _K_FLAG,
+ _K_PROPERTIES) = (
     _V2_KEYS[attr]
     for attr in (
         "producer_group", "topic", "default_topic", "default_topic_queue_nums", "queue_id", "sys_flag",

@@ -336,7 +336,7 @@ class CommitLog:
         topic: str,
         queue_id: int,
         body: bytes,
-        props: bytes,
+        props: str | bytes,
         extra: bytes,
         props_len: int,
         sysflag: int,

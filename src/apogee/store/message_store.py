@@ -265,7 +265,7 @@ class MessageStore:
         topic: str,
         queue_id: int,
         body: bytes,
-        props: bytes,
+        props: str | bytes,
         extra: bytes,
         props_len: int,
         sysflag: int,

@@ -336,3 +336,45 @@ def test_scan_single_declines_what_needs_an_answer() -> None:
     assert native.scan_single(b"A\x01b\x02\x02C\x01d", extra) is None  # an empty pair inside
     assert native.scan_single(b"K\x01" + b"v" * 32760, extra) is None  # over 32767 once joined
     assert native.scan_single(b"\x02".join(b"k%d\x01v" % i for i in range(65)), extra) is None  # too many pairs
+
+
+_V2_KEYS = ("b", "e", "f", "g", "h", "i", "j", "m")  # topic, queueId, sysFlag, bornTimestamp, flag, properties, ...
+field_values = st.one_of(
+    st.integers(-9, 9).map(str), st.integers(-9, 9), st.integers(-(2**40), 2**40), st.sampled_from(["0", "7", "-3", "+4", " 5", "1_0", "٣", "", "x", "99999999999"]),
+)
+
+
+@settings(max_examples=300)
+@given(st.fixed_dictionaries({
+    "b": st.sampled_from(["T", "%RETRY%g"]), "e": field_values, "f": field_values, "g": field_values, "h": field_values,
+}, optional={
+    "i": st.sampled_from(["", "TAGS\x01A", "WAIT\x01true\x02KEYS\x01k", "DELAY\x013", "A\x01b\x02A\x01c"]),
+    "j": field_values, "m": st.sampled_from(["true", "false"]),
+}))
+def test_send_v2_fields_read_the_header_as_its_decoder_does(ext: dict[str, object]) -> None:
+    from apogee.errors import HeaderError
+    from apogee.remoting.headers.send import SendMessageRequestHeaderV2
+
+    got = native.send_v2_fields(ext, b"CLUSTER\x01c", _V2_KEYS)
+    if got is None:
+        return  # declined: the full path decides, whatever the header holds
+    try:
+        h = SendMessageRequestHeaderV2.decode(ext | {"a": "g", "c": "TBW102", "d": "4"})  # type: ignore[operator]
+    except HeaderError:
+        raise AssertionError(f"accepted a header its decoder refuses: {ext}") from None
+    props = h.properties or ""
+    assert got == (h.topic, h.queue_id, h.sys_flag, h.born_timestamp, h.flag, props, h.reconsume_times or 0,
+                   native.scan_single(props.encode(), b"CLUSTER\x01c"))
+    assert h.batch is None
+
+
+def test_send_v2_fields_declines_what_needs_an_answer() -> None:
+    ok = {"b": "T", "e": "1", "f": "0", "g": "1700000000000", "h": "0", "i": "TAGS\x01A"}
+    assert native.send_v2_fields(ok, b"CLUSTER\x01c", _V2_KEYS) == ("T", 1, 0, 1700000000000, 0, "TAGS\x01A", 0, 16)
+    assert native.send_v2_fields(ok | {"e": 1}, b"", _V2_KEYS)[1] == 1  # a JSON number (the C++ client)
+    for bad in ({"e": "1.5"}, {"e": " 1"}, {"e": "+1"}, {"e": "2147483648"}, {"g": None}, {"m": "true"},
+                {"i": "DELAY\x012"}, {"i": "A\x01\ud800"}, {"b": 5}):
+        assert native.send_v2_fields(ok | bad, b"CLUSTER\x01c", _V2_KEYS) is None, bad
+    missing = dict(ok)
+    del missing["f"]
+    assert native.send_v2_fields(missing, b"CLUSTER\x01c", _V2_KEYS) is None

@@ -55,14 +55,18 @@ log = logging.getLogger("apogee.broker.send")
 # Wire keys of the headers the single-send fast path reads and writes, from the header classes.
 _V2 = {attr: key for attr, key, _kind, _required in SendMessageRequestHeaderV2._fields()}
 _RESP = {attr: key for attr, key, _kind, _required in SendMessageResponseHeader._fields()}
-_TOPIC, _QUEUE_ID, _SYS_FLAG, _BORN_TS, _FLAG, _PROPS, _RECONSUME, _BATCH = (
-    _V2[k] for k in ("topic", "queue_id", "sys_flag", "born_timestamp", "flag", "properties", "reconsume_times", "batch")
+# What native.send_v2_fields reads, in its order.
+_PLAIN_KEYS = tuple(
+    _V2[k]
+    for k in ("topic", "queue_id", "sys_flag", "born_timestamp", "flag", "properties", "reconsume_times", "batch")
 )
+_TRAN_MASK = c.TRANSACTION_TYPE_MASK
 _SUCCESS = int(ResponseCode.SUCCESS)
 # Answers that still carry the message's id and offset: it was stored.
-_STORED_CODES = frozenset(
-    (ResponseCode.SUCCESS, ResponseCode.FLUSH_DISK_TIMEOUT, ResponseCode.FLUSH_SLAVE_TIMEOUT, ResponseCode.SLAVE_NOT_AVAILABLE)
-)
+_STORED_CODES = frozenset((
+    ResponseCode.SUCCESS, ResponseCode.FLUSH_DISK_TIMEOUT, ResponseCode.FLUSH_SLAVE_TIMEOUT,
+    ResponseCode.SLAVE_NOT_AVAILABLE,
+))
 _MSG_ID, _RESP_QUEUE_ID, _QUEUE_OFFSET = (_RESP[k] for k in ("msg_id", "queue_id", "queue_offset"))
 
 _STATUS_TO_CODE: dict[PutStatus, tuple[int, str | None]] = {
@@ -247,12 +251,16 @@ class SendProcessor:
         the one the full path writes.
         """
         ext = req.ext_fields
-        if not ext or ext.get(_BATCH) is not None:
+        if not ext:
             return None
-        topic = ext.get(_TOPIC)
-        if topic.__class__ is not str:
+        name = self.b.config.broker_cluster_name
+        if self._cluster[0] != name:
+            self._cluster = (name, f"{c.CLUSTER}\x01{name}".encode())
+        extra = self._cluster[1]
+        fields = native.send_v2_fields(ext, extra, _PLAIN_KEYS)
+        if fields is None:
             return None
-        assert topic is not None
+        topic, queue_id, sysflag, born_timestamp, flag, props, reconsume_times, props_len = fields
         config = self.b.topics.get(topic)
         if config is None or topic.startswith(c.RETRY_GROUP_TOPIC_PREFIX) or topic in NOT_ALLOWED_SEND_TOPICS:
             return None
@@ -262,17 +270,6 @@ class SendProcessor:
             if validate_topic(topic) is not None:
                 return None
             self._valid_topics.add(topic)
-        props = ext.get(_PROPS) or ""
-        try:
-            queue_id = int(ext[_QUEUE_ID])
-            sysflag = int(ext[_SYS_FLAG])
-            born_timestamp = int(ext[_BORN_TS])
-            flag = int(ext[_FLAG])
-            reconsume = ext.get(_RECONSUME)
-            reconsume_times = int(reconsume) if reconsume is not None else 0
-            praw = props.encode()
-        except (KeyError, TypeError, ValueError, AttributeError):
-            return None
         if not 0 <= queue_id < max(config.read_queue_nums, config.write_queue_nums):
             return None
         if config.topic_filter_type == "MULTI_TAG":
@@ -280,17 +277,10 @@ class SendProcessor:
         body = req.body_bytes()
         if not body or len(body) > self.b.store_config.max_message_size:
             return None
-        if c.transaction_type(sysflag) != c.TRANSACTION_NOT_TYPE:
-            return None
-        name = self.b.config.broker_cluster_name
-        if self._cluster[0] != name:
-            self._cluster = (name, f"{c.CLUSTER}\x01{name}".encode())
-        extra = self._cluster[1]
-        props_len = native.scan_single(praw, extra)
-        if props_len is None:
+        if sysflag & _TRAN_MASK:  # any transaction type but NOT_TYPE
             return None
         result, durable = self.b.store.put_plain_nowait(
-            topic, queue_id, body, praw, extra, props_len, sysflag, flag, born_timestamp, _ipv4_peer(conn),
+            topic, queue_id, body, props, extra, props_len, sysflag, flag, born_timestamp, _ipv4_peer(conn),
             (self.b.store_ip, self.b.listen_port), reconsume_times,
         )
         if durable is None:
