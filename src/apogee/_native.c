@@ -1475,13 +1475,46 @@ static int jskip(jcur *c) {
 }
 
 /* extFields: string values kept, ints as their text, booleans as true/false, null dropped. */
+/* extFields names repeat on every frame of a kind ("msgId", "queueId", ...): the first 64 short
+ * plain ones are kept, so later frames reuse the same str (its hash already computed) instead
+ * of decoding and hashing a new one per field. */
+#define KEY_CACHE 64
+static PyObject *key_cache[KEY_CACHE];
+static int key_count;
+
+static PyObject *jkey(jcur *c) {
+    jws(c);
+    if (c->p >= c->end || *c->p != '"') return NULL;
+    const unsigned char *s = c->p + 1, *q = s;
+    while (q < c->end && *q != '"' && *q != '\\' && *q >= 0x20 && *q < 0x80) q++;
+    Py_ssize_t n = q - s;
+    if (q >= c->end || *q != '"' || n > 32) return jstr(c);  /* escapes, non-ASCII, long: as values */
+    for (int i = 0; i < key_count; i++) {
+        PyObject *k = key_cache[i];
+        if (PyUnicode_GET_LENGTH(k) == n && memcmp(PyUnicode_1BYTE_DATA(k), s, n) == 0) {
+            c->p = q + 1;
+            Py_INCREF(k);
+            return k;
+        }
+    }
+    PyObject *k = PyUnicode_FromStringAndSize((const char *)s, n);
+    if (!k) { PyErr_Clear(); return NULL; }
+    c->p = q + 1;
+    if (key_count < KEY_CACHE) {
+        PyUnicode_InternInPlace(&k);
+        Py_INCREF(k);
+        key_cache[key_count++] = k;
+    }
+    return k;
+}
+
 static PyObject *jext(jcur *c) {
     if (!jeat(c, '{')) return NULL;
     PyObject *d = PyDict_New();
     if (!d) { PyErr_Clear(); return NULL; }
     if (jeat(c, '}')) return d;
     for (;;) {
-        PyObject *k = jstr(c);
+        PyObject *k = jkey(c);
         if (!k || !jeat(c, ':')) { Py_XDECREF(k); goto fail; }
         jws(c);
         PyObject *v = NULL;
@@ -1522,6 +1555,29 @@ static int cmd_names_ready(void) {
     if (CMD_NAMES[8]) return 1;
     for (int i = 0; i < 9; i++)
         if (!CMD_NAMES[i] && !(CMD_NAMES[i] = PyUnicode_InternFromString(names[i]))) return 0;
+    return 1;
+}
+
+/* Where the command type keeps each field: the offsets of its __slots__ members, found once
+ * per type, so a decoded frame fills its command without an attribute lookup per field.
+ * 0: the type is not a plain slotted class; set the fields through setattr instead. */
+static PyTypeObject *slots_type;
+static Py_ssize_t slot_offsets[9];
+
+static int cmd_slots_ready(PyTypeObject *cls) {
+    if (slots_type == cls) return 1;
+    slots_type = NULL;
+    for (int i = 0; i < 9; i++) {
+        PyObject *d = PyObject_GetAttr((PyObject *)cls, CMD_NAMES[i]);
+        if (!d) { PyErr_Clear(); return 0; }
+        int ok = Py_IS_TYPE(d, &PyMemberDescr_Type) &&
+                 ((PyMemberDescrObject *)d)->d_member->type == T_OBJECT_EX &&
+                 !(((PyMemberDescrObject *)d)->d_member->flags & READONLY);
+        if (ok) slot_offsets[i] = ((PyMemberDescrObject *)d)->d_member->offset;
+        Py_DECREF(d);
+        if (!ok) return 0;
+    }
+    slots_type = cls;
     return 1;
 }
 
@@ -1600,9 +1656,17 @@ static PyObject *json_command(const unsigned char *frame, Py_ssize_t len, PyType
         PyLong_FromLong(0),
     };
     int ok = 1;
+    int direct = cmd_slots_ready(cls);
     for (int i = 0; i < 9; i++) {
         if (!vals[i]) { ok = 0; continue; }
-        if (ok && PyObject_SetAttr(cmd, CMD_NAMES[i], vals[i]) < 0) ok = 0;
+        if (!ok) continue;
+        if (direct) {
+            PyObject **slot = (PyObject **)((char *)cmd + slot_offsets[i]);
+            Py_INCREF(vals[i]);
+            Py_XSETREF(*slot, vals[i]);
+        } else if (PyObject_SetAttr(cmd, CMD_NAMES[i], vals[i]) < 0) {
+            ok = 0;
+        }
     }
     /* the new references: ints, the body */
     Py_XDECREF(vals[0]); Py_XDECREF(vals[2]); Py_XDECREF(vals[3]); Py_XDECREF(vals[4]); Py_XDECREF(vals[8]);

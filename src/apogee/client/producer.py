@@ -64,6 +64,7 @@ RETRY_RESPONSE_CODES = frozenset(
         ResponseCode.NOT_IN_CURRENT_UNIT,
     }
 )
+_SEND_V2 = int(RequestCode.SEND_MESSAGE_V2)
 # Wire keys of SendMessageRequestHeaderV2 ("a".."m"), taken from the header class itself.
 _V2_KEYS = {attr: key for attr, key, _kind, _required in SendMessageRequestHeaderV2._fields()}
 (_K_GROUP, _K_TOPIC, _K_DEFAULT_TOPIC, _K_DEFAULT_QUEUE_NUMS, _K_QUEUE_ID, _K_SYS_FLAG, _K_BORN_TS, _K_FLAG,
@@ -380,8 +381,8 @@ class Producer:
             ext[_V2_KEYS["max_reconsume_times"]] = str(max_reconsume_times)
         if batch:
             ext[_V2_KEYS["batch"]] = "true"
-            return RemotingCommand(RequestCode.SEND_BATCH_MESSAGE, ext_fields=ext, body=body)
-        return RemotingCommand(RequestCode.SEND_MESSAGE_V2, ext_fields=ext, body=body)
+            return RemotingCommand.request(RequestCode.SEND_BATCH_MESSAGE, ext, body)
+        return RemotingCommand.request(_SEND_V2, ext, body)
 
     async def _publish_info(self, topic: str) -> TopicPublishInfo:
         instance = self._check_running()

@@ -94,7 +94,19 @@ class RemotingCommand:
         *,
         oneway: bool = False,
     ) -> RemotingCommand:
-        return cls(code, ext_fields=ext_fields, body=body, flag=RPC_ONEWAY if oneway else 0)
+        if cls is not RemotingCommand:
+            return cls(code, ext_fields=ext_fields, body=body, flag=RPC_ONEWAY if oneway else 0)
+        req = _new(RemotingCommand)  # every field set here: no keyword handling per request
+        req.code = code
+        req.language = LanguageCode.PYTHON
+        req.version = CURRENT_VERSION
+        req.opaque = 0
+        req.flag = RPC_ONEWAY if oneway else 0
+        req.remark = None
+        req.ext_fields = ext_fields
+        req.body = body
+        req.serialize_type = SerializeType.JSON
+        return req
 
     def response(
         self,

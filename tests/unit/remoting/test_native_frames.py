@@ -133,6 +133,28 @@ def test_the_usual_frames_are_read_in_c() -> None:
     assert assert_same(frame(java)) is not None
 
 
+def test_field_names_past_the_name_cache_and_odd_names_decode_the_same() -> None:
+    """extFields names are kept in a bounded cache: names beyond it, long, non-ASCII or escaped
+    ones, and a cached name next to an uncached one must all read as the pure path reads them."""
+    names = [f"key{i}" for i in range(100)] + ["k" * 40, "clé", 'q"uote', "msgId"]
+    for round_ in range(2):  # the second round meets the names already cached (or not)
+        for name in names:
+            cmd = RemotingCommand(0, flag=1, opaque=round_, ext_fields={name: "v", "msgId": name})
+            got = assert_same(b"".join(encode(cmd)))
+            assert got is not None and got[0][0].ext_fields == {name: "v", "msgId": name}
+
+
+def test_decoded_commands_of_a_subclass_get_their_fields() -> None:
+    class Traced(RemotingCommand):
+        __slots__ = ("trace",)
+
+    data = b"".join(encode(RemotingCommand(12, opaque=5, ext_fields={"a": "b"}, body=b"xy")))
+    (cmd,), _ = native.decode_frames(data, MAX, Traced, header_json.LANGUAGE_BY_NAME, LanguageCode.OTHER)
+    assert type(cmd) is Traced and fields(cmd) == fields(py_decode(data)[0][0])  # type: ignore[index]
+    (plain,), _ = c_decode(data)  # and back to the plain type: its own slots again
+    assert type(plain) is RemotingCommand and fields(plain) == fields(cmd)
+
+
 def test_binary_headers_and_bad_lengths_are_left_to_the_pure_path() -> None:
     cmd = RemotingCommand(10, ext_fields={"a": "b"}, serialize_type=1)
     assert c_decode(b"".join(encode(cmd))) is None
