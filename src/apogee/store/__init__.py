@@ -6,7 +6,7 @@ No networking here.  The broker constructs a ``MessageStore`` from a ``StoreConf
 
 from apogee.store.config import FlushDiskType, StoreConfig
 from apogee.store.dispatch import ArrivalListener
-from apogee.store.inner import InnerBatch, InnerMessage
+from apogee.store.inner import InnerBatch, InnerMessage, PlainMessage
 from apogee.store.message_store import MessageStore
 from apogee.store.results import (
     GetResult,
@@ -25,6 +25,7 @@ __all__ = [
     "GetStatus",
     "InnerBatch",
     "InnerMessage",
+    "PlainMessage",
     "MessageFilter",
     "MessageStore",
     "PutResult",

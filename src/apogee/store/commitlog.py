@@ -54,7 +54,7 @@ from apogee.common.message_codec import (
 )
 from apogee.common.message_id import ip_bytes_cache, ip_to_bytes
 from apogee.store.config import StoreConfig
-from apogee.store.inner import InnerBatch, InnerMessage
+from apogee.store.inner import InnerBatch, InnerMessage, PlainMessage
 from apogee.store.mapped_file import MappedFile
 from apogee.store.mapped_file_queue import MappedFileQueue
 from apogee.store.results import PutResult, PutStatus
@@ -331,35 +331,21 @@ class CommitLog:
             store_ip, store_port, offsets,
         )
 
-    def put_plain(
-        self,
-        topic: str,
-        queue_id: int,
-        body: bytes,
-        props: str | bytes,
-        extra: bytes,
-        props_len: int,
-        sysflag: int,
-        flag: int,
-        born_timestamp: int,
-        born_host: tuple[str, int],
-        store_host: tuple[str, int],
-        reconsume_times: int,
-    ) -> PutResult:
-        """``put_message`` of a single send whose properties ``native.scan_single`` accepted
-        (``props_len`` is its answer): the same record, written in C, with a run hint of one.
+    def put_plain(self, msg: PlainMessage) -> PutResult:
+        """``put_message`` of a single send whose properties ``native.scan_single`` accepted:
+        the same record, written in C, with a run hint of one.
 
         The broker's common case (no delay, no transaction, no retry topic) in one C call
         instead of a dict round trip of the properties and an ``InnerMessage``.
         """
         assert native is not None
+        topic, queue_id, body, props, extra, props_len, sysflag, flag, born_timestamp, born_host, store_host, \
+            reconsume_times = msg
         sysflag &= _NOT_V6
-        tf = topic_field_cache.get(topic)
-        if tf is None:
-            try:
-                tf = topic_field(topic)
-            except ValueError:
-                return PutResult(PutStatus.MESSAGE_ILLEGAL)
+        try:
+            tf = topic_field(topic)
+        except ValueError:
+            return PutResult(PutStatus.MESSAGE_ILLEGAL)
         body_len = len(body)
         total = OFF_BODY + body_len + len(tf) + 2 + props_len
         if body_len > self._max_body or total + 8 > self.file_size or sysflag & _TRAN_MASK != _NOT:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from apogee.common.message_codec import BatchItem, decode_batch
 
@@ -32,6 +33,26 @@ class InnerMessage:
     prepared_transaction_offset: int = 0
     # Java hashCode of TAGS; None lets the store compute it from the properties.
     tags_code: int | None = None
+
+
+class PlainMessage(NamedTuple):
+    """A single send the broker stores without rewriting it in Python (``CommitLog.put_plain``):
+    the stored properties are ``properties`` without WAIT, then ``extra`` (the broker's
+    CLUSTER), ``properties_len`` long, as ``native.scan_single`` measured them.  A tuple, not a
+    dataclass: one is built per message on the broker's hottest path."""
+
+    topic: str
+    queue_id: int
+    body: bytes
+    properties: str | bytes
+    extra: bytes
+    properties_len: int
+    sysflag: int
+    flag: int
+    born_timestamp: int
+    born_host: HostAddress
+    store_host: HostAddress
+    reconsume_times: int
 
 
 @dataclass(slots=True)

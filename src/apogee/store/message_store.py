@@ -33,7 +33,7 @@ from apogee.store.consume_queue import ConsumeQueueTable
 from apogee.store.dispatch import DONE, MORE, ArrivalListener, Dispatcher, FileNeed
 from apogee.store.flush import GroupCommit, PeriodicFlush
 from apogee.store.index_service import IndexService
-from apogee.store.inner import InnerBatch, InnerMessage
+from apogee.store.inner import InnerBatch, InnerMessage, PlainMessage
 from apogee.store.io_thread import IOThread
 from apogee.store.mapped_file_queue import MappedFileQueue
 from apogee.store.reads import StoreReader
@@ -260,32 +260,12 @@ class MessageStore:
             return self._refused(), None
         return self._appended(self.commitlog.put_messages(batch))
 
-    def put_plain_nowait(
-        self,
-        topic: str,
-        queue_id: int,
-        body: bytes,
-        props: str | bytes,
-        extra: bytes,
-        props_len: int,
-        sysflag: int,
-        flag: int,
-        born_timestamp: int,
-        born_host: tuple[str, int],
-        store_host: tuple[str, int],
-        reconsume_times: int,
-    ) -> tuple[PutResult, asyncio.Future[PutStatus] | None]:
+    def put_plain_nowait(self, msg: PlainMessage) -> tuple[PutResult, asyncio.Future[PutStatus] | None]:
         """``put_message_nowait`` of a single send ``native.scan_single`` accepted
-        (``CommitLog.put_plain``): the stored properties are ``props`` without WAIT, then
-        ``extra``."""
+        (``CommitLog.put_plain``)."""
         if not self._accepting:
             return self._refused(), None
-        return self._appended(
-            self.commitlog.put_plain(
-                topic, queue_id, body, props, extra, props_len, sysflag, flag, born_timestamp, born_host,
-                store_host, reconsume_times,
-            )
-        )
+        return self._appended(self.commitlog.put_plain(msg))
 
     def _appended(self, result: PutResult) -> tuple[PutResult, asyncio.Future[PutStatus] | None]:
         """After an append: under SYNC_FLUSH the future of its durability, else wake dispatch."""

@@ -8,14 +8,14 @@ file must be byte-identical.  Small files make the batches cross ConsumeQueue an
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
 
 from apogee.common import message_codec as mc
 from apogee.common.accel import native
-from apogee.store import InnerBatch, InnerMessage, MessageStore, StoreConfig
+from apogee.store import InnerBatch, InnerMessage, MessageStore, PlainMessage, StoreConfig
 
 pytestmark = pytest.mark.skipif(native is None, reason="apogee._native is not built")
 
@@ -64,21 +64,29 @@ async def _fill(cfg: StoreConfig, batches: list[tuple[str, int, bytes]], raw: bo
     await store.shutdown()
 
 
-async def test_c_batches_leave_identical_files(store_config: Callable[..., StoreConfig], tmp_path: Path) -> None:
-    overrides = {"mapped_file_size_commitlog": 64 * 1024, "mapped_file_size_consume_queue": 8 * 20,
-                 "max_hash_slot_num": 16, "max_index_num": 40}
-    batches = _batches(1)
-    a = store_config(**overrides)
-    a.store_path_root_dir = str(tmp_path / "c")
-    b = store_config(**overrides)
-    b.store_path_root_dir = str(tmp_path / "py")
-    await _fill(a, batches, raw=True)
-    await _fill(b, batches, raw=False)
-    files_c, files_py = _files(Path(a.store_path_root_dir)), _files(Path(b.store_path_root_dir))
+async def _stores_both_ways(
+    store_config: Callable[..., StoreConfig], tmp_path: Path, commitlog_size: int,
+    fill: Callable[[StoreConfig, bool], Awaitable[None]],
+) -> tuple[dict[str, bytes], dict[str, bytes]]:
+    """The files of two small-file stores filled by ``fill(config, c_path)``: C path, then pure."""
+    files = []
+    for c_path in (True, False):
+        cfg = store_config(mapped_file_size_commitlog=commitlog_size, mapped_file_size_consume_queue=8 * 20,
+                           max_hash_slot_num=16, max_index_num=40)
+        cfg.store_path_root_dir = str(tmp_path / ("c" if c_path else "py"))
+        await fill(cfg, c_path)
+        files.append(_files(Path(cfg.store_path_root_dir)))
+    files_c, files_py = files
     assert sorted(files_c) == sorted(files_py)
-    assert len([n for n in files_c if n.startswith("index")]) > 3  # crossed index files
     for name in files_py:
         assert files_c[name] == files_py[name], name
+    return files_c, files_py
+
+
+async def test_c_batches_leave_identical_files(store_config: Callable[..., StoreConfig], tmp_path: Path) -> None:
+    batches = _batches(1)
+    files_c, _ = await _stores_both_ways(store_config, tmp_path, 64 * 1024, lambda cfg, c: _fill(cfg, batches, raw=c))
+    assert len([n for n in files_c if n.startswith("index")]) > 3  # crossed index files
 
 
 async def _fill_singles(cfg: StoreConfig, batches: list[tuple[str, int, bytes]], c_path: bool) -> None:
@@ -94,8 +102,9 @@ async def _fill_singles(cfg: StoreConfig, batches: list[tuple[str, int, bytes]],
             if c_path:
                 size = native.scan_single(sent.encode(), extra)
                 assert size is not None
-                result, _ = store.put_plain_nowait(topic, qid, item.body, sent.encode(), extra, size, 0, item.flag, 77,
-                                                   ("10.0.0.2", 1), ("10.0.0.1", 2), 0)
+                result, _ = store.put_plain_nowait(PlainMessage(
+                    topic, qid, item.body, sent.encode(), extra, size, 0, item.flag, 77, ("10.0.0.2", 1),
+                    ("10.0.0.1", 2), 0))
             else:
                 props = mc.parse_properties(sent)
                 props.pop("WAIT")
@@ -109,20 +118,11 @@ async def _fill_singles(cfg: StoreConfig, batches: list[tuple[str, int, bytes]],
 
 
 async def test_c_single_sends_leave_identical_files(store_config: Callable[..., StoreConfig], tmp_path: Path) -> None:
-    overrides = {"mapped_file_size_commitlog": 16 * 1024, "mapped_file_size_consume_queue": 8 * 20,
-                 "max_hash_slot_num": 16, "max_index_num": 40}
     batches = _batches(2)
-    a = store_config(**overrides)
-    a.store_path_root_dir = str(tmp_path / "c")
-    b = store_config(**overrides)
-    b.store_path_root_dir = str(tmp_path / "py")
-    await _fill_singles(a, batches, c_path=True)
-    await _fill_singles(b, batches, c_path=False)
-    files_c, files_py = _files(Path(a.store_path_root_dir)), _files(Path(b.store_path_root_dir))
-    assert sorted(files_c) == sorted(files_py)
+    files_c, _ = await _stores_both_ways(
+        store_config, tmp_path, 16 * 1024, lambda cfg, c: _fill_singles(cfg, batches, c)
+    )
     assert len([n for n in files_c if n.startswith("commitlog")]) > 3  # crossed CommitLog files
-    for name in files_py:
-        assert files_c[name] == files_py[name], name
 
 
 async def test_c_batch_is_readable_and_queryable(store_config: Callable[..., StoreConfig]) -> None:

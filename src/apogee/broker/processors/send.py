@@ -44,7 +44,7 @@ from apogee.remoting.headers.send import (
     SendMessageResponseHeader,
 )
 from apogee.remoting.server import RequestDispatcher
-from apogee.store.inner import InnerBatch, InnerMessage
+from apogee.store.inner import InnerBatch, InnerMessage, PlainMessage
 from apogee.store.results import PutResult, PutStatus
 
 if TYPE_CHECKING:
@@ -279,10 +279,10 @@ class SendProcessor:
             return None
         if sysflag & _TRAN_MASK:  # any transaction type but NOT_TYPE
             return None
-        result, durable = self.b.store.put_plain_nowait(
+        result, durable = self.b.store.put_plain_nowait(PlainMessage(
             topic, queue_id, body, props, extra, props_len, sysflag, flag, born_timestamp, _ipv4_peer(conn),
             (self.b.store_ip, self.b.listen_port), reconsume_times,
-        )
+        ))
         if durable is None:
             return self._response(req, result, queue_id=queue_id)
         return self._after_flush(req, result, durable, queue_id)
