@@ -93,10 +93,10 @@ class Connection(asyncio.Protocol):
         self._close_reason = "not connected"
         self._write_paused = False
         self._drain_waiters: list[asyncio.Future[None]] = []
-        # Frames written between two arrivals of data go out in at most two writes: the
-        # first at once, the rest joined at the end of the loop turn (one syscall instead of
-        # one per response when many requests are in flight).  A lone request or response
-        # per arrival, the request/reply pattern, pays nothing for this.
+        # Frames written in one loop turn go out in at most two writes: the first at once,
+        # the rest joined when the turn ends (one syscall instead of one per response when
+        # many requests are in flight).  A lone request or response per turn, the
+        # request/reply pattern, leaves at once.
         self._outbox: list[object] = []
         self._turn_open = False
         self._loop = asyncio.get_running_loop()
@@ -200,15 +200,16 @@ class Connection(asyncio.Protocol):
             )
         self.last_activity = time.monotonic()
         if not self._turn_open:
-            # The first frame since data last arrived leaves at once; frames that follow it
-            # are joined and written at the end of the loop turn.
+            # The first frame of a loop turn (or since data last arrived) leaves at once;
+            # frames that follow it in the same turn are joined and written when the turn
+            # ends.  The turn closes on its own, so a frame produced later (a held pull's
+            # answer, a request after a quiet spell) is not held back for a turn.
             self._turn_open = True
+            self._loop.call_soon(self._end_turn)
             parts = encode(cmd)
             if not self._transport.is_closing():
                 self._transport.write(parts[0] if len(parts) == 1 else b"".join(parts))
             return
-        if not self._outbox:
-            self._loop.call_soon(self._end_turn)
         self._outbox += encode(cmd)
 
     def _end_turn(self) -> None:

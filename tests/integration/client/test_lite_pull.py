@@ -104,6 +104,11 @@ async def test_explicit_pull_consumer(cluster: Cluster) -> None:
     assert mq is not None
     async with PullConsumer(group, cluster.ns, **FAST) as consumer:
         assert mq in await consumer.fetch_message_queues(topic)
+        # Dispatch to the ConsumeQueue follows the send asynchronously (RocketMQ's reput), and
+        # a new topic's first file is created on the I/O thread: the max offset catches up.
+        deadline = time.monotonic() + 5
+        while await consumer.max_offset(mq) < 40 and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
         assert await consumer.max_offset(mq) == 40 and await consumer.min_offset(mq) == 0
         first = await consumer.pull(mq, "*", 0, 16)
         assert first.status is PullStatus.FOUND and len(first.messages) == 16 and first.next_begin_offset == 16

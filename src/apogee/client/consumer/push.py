@@ -345,6 +345,9 @@ class PushConsumer(ConsumerBase):
                     self.pulled_messages += len(msgs)
                     dispatch = pq.put(msgs)
                     service.submit(msgs, pq, mq, dispatch)
+                    # Deliver before asking for more: the worker woken by submit runs ahead
+                    # of the next pull's encode and write (~100 us in situ, measured in W4).
+                    await asyncio.sleep(0)
                 elif pq.msg_count == 0:
                     store.update_offset(mq, next_offset, True)
                 if cfg.pull_interval_ms > 0:

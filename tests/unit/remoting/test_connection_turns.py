@@ -1,0 +1,95 @@
+"""Write coalescing in ``Connection.send``: the first frame of a loop turn leaves at once,
+later frames of the same turn are joined into one write, and a turn ends by itself.
+
+A recording transport stands in for the socket: this is the connection's own bookkeeping,
+not the network."""
+
+from __future__ import annotations
+
+import asyncio
+
+from apogee.remoting.codec import encode
+from apogee.remoting.command import RemotingCommand
+from apogee.remoting.config import RemotingConfig
+from apogee.remoting.connection import Connection
+
+
+class RecordingTransport:
+    def __init__(self) -> None:
+        self.writes: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        self.writes.append(bytes(data))
+
+    def is_closing(self) -> bool:
+        return False
+
+    def get_extra_info(self, name: str, default: object = None) -> object:
+        return default
+
+    def close(self) -> None:
+        pass
+
+
+def _frame(code: int) -> RemotingCommand:
+    return RemotingCommand.request(code, {"k": str(code)}, b"body")
+
+
+def _wire(cmd: RemotingCommand) -> bytes:
+    return b"".join(bytes(p) for p in encode(cmd))
+
+
+async def _connection() -> tuple[Connection, RecordingTransport]:
+    conn = Connection(None, RemotingConfig())
+    transport = RecordingTransport()
+    conn.connection_made(transport)  # type: ignore[arg-type]
+    return conn, transport
+
+
+async def _next_turn() -> None:
+    # Two yields: a callback scheduled in this turn has run once the second returns.
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+
+
+def test_frames_of_one_turn_go_out_in_two_writes() -> None:
+    async def main() -> None:
+        conn, transport = await _connection()
+        frames = [_frame(code) for code in (10, 11, 12)]
+        for f in frames:
+            conn.send(f)
+        assert transport.writes == [_wire(frames[0])]  # the first at once
+        await _next_turn()
+        assert transport.writes == [_wire(frames[0]), _wire(frames[1]) + _wire(frames[2])]
+
+    asyncio.run(main())
+
+
+def test_a_frame_of_a_later_turn_is_not_held_back() -> None:
+    """A held pull's answer, or a request after a quiet spell, is written when it is sent,
+    even though no data arrived since the connection last wrote."""
+
+    async def main() -> None:
+        conn, transport = await _connection()
+        first, later = _frame(20), _frame(21)
+        conn.send(first)
+        await _next_turn()
+        conn.send(later)
+        assert transport.writes == [_wire(first), _wire(later)]
+
+    asyncio.run(main())
+
+
+def test_arriving_data_opens_a_new_turn() -> None:
+    """The request/reply pattern: each response to an arriving request leaves at once."""
+
+    async def main() -> None:
+        conn, transport = await _connection()
+        conn.send(_frame(30))
+        conn.data_received(b"")  # an arrival (empty: no complete frame in it)
+        second = _frame(31)
+        conn.send(second)
+        assert transport.writes[-1] == _wire(second)
+        assert len(transport.writes) == 2
+
+    asyncio.run(main())
