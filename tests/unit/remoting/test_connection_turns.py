@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 
-from apogee.remoting.codec import encode
+from apogee.remoting.codec import encode_bytes
 from apogee.remoting.command import RemotingCommand
 from apogee.remoting.config import RemotingConfig
 from apogee.remoting.connection import Connection
@@ -35,10 +35,6 @@ def _frame(code: int) -> RemotingCommand:
     return RemotingCommand.request(code, {"k": str(code)}, b"body")
 
 
-def _wire(cmd: RemotingCommand) -> bytes:
-    return b"".join(bytes(p) for p in encode(cmd))
-
-
 async def _connection() -> tuple[Connection, RecordingTransport]:
     conn = Connection(None, RemotingConfig())
     transport = RecordingTransport()
@@ -58,9 +54,9 @@ def test_frames_of_one_turn_go_out_in_two_writes() -> None:
         frames = [_frame(code) for code in (10, 11, 12)]
         for f in frames:
             conn.send(f)
-        assert transport.writes == [_wire(frames[0])]  # the first at once
+        assert transport.writes == [encode_bytes(frames[0])]  # the first at once
         await _next_turn()
-        assert transport.writes == [_wire(frames[0]), _wire(frames[1]) + _wire(frames[2])]
+        assert transport.writes == [encode_bytes(frames[0]), encode_bytes(frames[1]) + encode_bytes(frames[2])]
 
     asyncio.run(main())
 
@@ -75,7 +71,7 @@ def test_a_frame_of_a_later_turn_is_not_held_back() -> None:
         conn.send(first)
         await _next_turn()
         conn.send(later)
-        assert transport.writes == [_wire(first), _wire(later)]
+        assert transport.writes == [encode_bytes(first), encode_bytes(later)]
 
     asyncio.run(main())
 
@@ -89,7 +85,7 @@ def test_arriving_data_opens_a_new_turn() -> None:
         conn.data_received(b"")  # an arrival (empty: no complete frame in it)
         second = _frame(31)
         conn.send(second)
-        assert transport.writes[-1] == _wire(second)
+        assert transport.writes[-1] == encode_bytes(second)
         assert len(transport.writes) == 2
 
     asyncio.run(main())
