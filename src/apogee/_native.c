@@ -1777,6 +1777,35 @@ static char *put_quoted(char *w, const char *s, Py_ssize_t n) {
     return w;
 }
 
+/* The header after its extFields, as header_json writes it: flag, language, opaque, serialize
+ * type, version and the remark when there is one, then the closing brace. */
+static char *put_header_end(char *w, long long flag, const char *ls, Py_ssize_t ln, long long opaque,
+                            long long version, const char *rs, Py_ssize_t rn) {
+    w += sprintf(w, "},\"flag\":%lld,\"language\":", flag);
+    w = put_quoted(w, ls, ln);
+    w += sprintf(w, ",\"opaque\":%lld,\"serializeTypeCurrentRPC\":\"JSON\",\"version\":%lld", opaque, version);
+    if (rs) {
+        w = put_text(w, ",\"remark\":", 10);
+        w = put_quoted(w, rs, rn);
+    }
+    *w++ = '}';
+    return w;
+}
+
+/* length word, serialize type and header length, header; then the body when `body` is given
+ * (else only its length counts).  None past the protocol's limits. */
+static PyObject *frame_bytes(const char *header, Py_ssize_t hlen, PyObject *body, long long body_len) {
+    if (hlen > 0xFFFFFF || 4 + hlen + body_len > 0x7FFFFFFFLL) Py_RETURN_NONE;
+    PyObject *out = PyBytes_FromStringAndSize(NULL, 8 + hlen + (body ? body_len : 0));
+    if (!out) return NULL;
+    unsigned char *o = (unsigned char *)PyBytes_AS_STRING(out);
+    be32(o, (uint32_t)(4 + hlen + body_len));
+    be32(o + 4, (uint32_t)hlen);
+    memcpy(o + 8, header, hlen);
+    if (body) memcpy(o + 8 + hlen, PyBytes_AS_STRING(body), body_len);
+    return out;
+}
+
 PyDoc_STRVAR(json_frame_head_doc,
 "json_frame_head(code, language, version, opaque, flag, remark, ext_fields, body_length,\n"
 "                language_names: dict[int, str]) -> bytes | None\n\n"
@@ -1851,22 +1880,87 @@ static PyObject *json_frame_head(PyObject *self, PyObject *const *args, Py_ssize
             w = put_quoted(w, vs, vn);
         }
     }
-    w += sprintf(w, "},\"flag\":%lld,\"language\":", nums[1]);
-    w = put_quoted(w, ls, ln);
-    w += sprintf(w, ",\"opaque\":%lld,\"serializeTypeCurrentRPC\":\"JSON\",\"version\":%lld", nums[2], nums[3]);
-    if (rs) {
-        w = put_text(w, ",\"remark\":", 10);
-        w = put_quoted(w, rs, rn);
+    w = put_header_end(w, nums[1], ls, ln, nums[2], nums[3], rs, rn);
+    PyObject *out = frame_bytes(tmp, w - tmp, NULL, body_len);
+    PyMem_Free(tmp);
+    return out;
+}
+
+PyDoc_STRVAR(fields_frame_doc,
+"fields_frame(code, opaque, flag, language_name, version, keys: tuple[str, ...],\n"
+"              values: tuple[str | int | None, ...], body: bytes | None) -> bytes | None\n\n"
+"A whole JSON frame (a request, or with flag RPC_RESPONSE an answer), body included, whose\n"
+"extFields are keys[i] -> str(values[i]) for every value that is not None, in order\n"
+"(reference: codec.fields_frame_py, which builds the RemotingCommand and encodes it).  A frame\n"
+"built this way needs no dict, no str() per number and no RemotingCommand.  None when the\n"
+"reference must build it: a value that is neither str\n"
+"nor int (bool included), a number beyond 64 bits, a string that is not encodable, a\n"
+"body that is not bytes, a frame beyond the protocol's limits.");
+
+static PyObject *fields_frame(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 8 || !PyTuple_CheckExact(args[5]) || !PyTuple_CheckExact(args[6]) ||
+        PyTuple_GET_SIZE(args[5]) != PyTuple_GET_SIZE(args[6]) || !PyUnicode_CheckExact(args[3])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "fields_frame(code, opaque, flag, language_name: str, version, keys: tuple, values: tuple "
+                        "of the same length, body)");
+        return NULL;
     }
-    *w++ = '}';
-    Py_ssize_t hlen = w - tmp;
-    if (hlen > 0xFFFFFF || 4 + hlen + body_len > 0x7FFFFFFFLL) { PyMem_Free(tmp); Py_RETURN_NONE; }
-    PyObject *out = PyBytes_FromStringAndSize(NULL, 8 + hlen);
-    if (!out) { PyMem_Free(tmp); return NULL; }
-    unsigned char *o = (unsigned char *)PyBytes_AS_STRING(out);
-    be32(o, (uint32_t)(4 + hlen + body_len));
-    be32(o + 4, (uint32_t)hlen);
-    memcpy(o + 8, tmp, hlen);
+    PyObject *body = args[7] == Py_None ? NULL : args[7];
+    if (body && !PyBytes_CheckExact(body)) Py_RETURN_NONE;
+    long long nums[4]; /* code, opaque, flag, version */
+    PyObject *num_args[4] = {args[0], args[1], args[2], args[4]};
+    for (int i = 0; i < 4; i++) {
+        if (!PyLong_Check(num_args[i]) || PyBool_Check(num_args[i])) Py_RETURN_NONE;
+        int overflow = 0;
+        nums[i] = PyLong_AsLongLongAndOverflow(num_args[i], &overflow);
+        if (overflow || (nums[i] == -1 && PyErr_Occurred())) { PyErr_Clear(); Py_RETURN_NONE; }
+    }
+    Py_ssize_t ln;
+    const char *ls = PyUnicode_AsUTF8AndSize(args[3], &ln);
+    if (!ls) { PyErr_Clear(); Py_RETURN_NONE; }
+    PyObject *keys = args[5], *values = args[6];
+    Py_ssize_t count = PyTuple_GET_SIZE(keys);
+    Py_ssize_t size = 256 + json_len(ls, ln);
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *k = PyTuple_GET_ITEM(keys, i), *v = PyTuple_GET_ITEM(values, i);
+        if (v == Py_None) continue;
+        Py_ssize_t kn, vn = 20;
+        const char *ks, *vs;
+        if (!PyUnicode_CheckExact(k) || !(ks = PyUnicode_AsUTF8AndSize(k, &kn))) { PyErr_Clear(); Py_RETURN_NONE; }
+        if (PyUnicode_CheckExact(v)) {
+            if (!(vs = PyUnicode_AsUTF8AndSize(v, &vn))) { PyErr_Clear(); Py_RETURN_NONE; }
+            vn = json_len(vs, vn);
+        } else if (!PyLong_CheckExact(v)) {
+            Py_RETURN_NONE;
+        }
+        size += json_len(ks, kn) + vn + 6;
+    }
+    char *tmp = PyMem_Malloc(size);
+    if (!tmp) return PyErr_NoMemory();
+    char *w = tmp;
+    w += sprintf(w, "{\"code\":%lld,\"extFields\":{", nums[0]);
+    int first = 1;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *v = PyTuple_GET_ITEM(values, i);
+        if (v == Py_None) continue;
+        Py_ssize_t kn, vn;
+        const char *ks = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(keys, i), &kn);
+        if (!first) *w++ = ',';
+        first = 0;
+        w = put_quoted(w, ks, kn);
+        *w++ = ':';
+        if (PyUnicode_CheckExact(v)) {
+            const char *vs = PyUnicode_AsUTF8AndSize(v, &vn);
+            w = put_quoted(w, vs, vn);
+        } else {
+            int overflow = 0;
+            long long n = PyLong_AsLongLongAndOverflow(v, &overflow);
+            if (overflow || (n == -1 && PyErr_Occurred())) { PyErr_Clear(); PyMem_Free(tmp); Py_RETURN_NONE; }
+            w += sprintf(w, "\"%lld\"", n);
+        }
+    }
+    w = put_header_end(w, nums[2], ls, ln, nums[1], nums[3], NULL, 0);
+    PyObject *out = frame_bytes(tmp, w - tmp, body, body ? PyBytes_GET_SIZE(body) : 0);
     PyMem_Free(tmp);
     return out;
 }
@@ -1889,6 +1983,7 @@ static PyMethodDef methods[] = {
     {"complete_sends", (PyCFunction)(void (*)(void))complete_sends, METH_FASTCALL, complete_sends_doc},
     {"decode_frames", (PyCFunction)(void (*)(void))decode_frames, METH_FASTCALL, decode_frames_doc},
     {"json_frame_head", (PyCFunction)(void (*)(void))json_frame_head, METH_FASTCALL, json_frame_head_doc},
+    {"fields_frame", (PyCFunction)(void (*)(void))fields_frame, METH_FASTCALL, fields_frame_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -205,6 +205,14 @@ class ClientAPI:
         """A prepared SEND_MESSAGE(_V2) / SEND_BATCH_MESSAGE request; await it for the raw response."""
         return self.remoting.invoke(addr, request, timeout_ms)
 
+    def send_fields(
+        self, addr: str, code: int, keys: tuple[str, ...], values: tuple[str | int | None, ...], body: bytes,
+        timeout_ms: int,
+    ) -> Awaitable[RemotingCommand]:
+        """``send`` of a request given as its header's keys and values (a producer's single
+        send: written straight from them, see ``Connection.invoke_fields``)."""
+        return self.remoting.invoke_fields(addr, code, keys, values, body, timeout_ms)
+
     async def consumer_send_msg_back(
         self,
         addr: str,

@@ -46,6 +46,7 @@ from apogee.errors import (
     RemoteError,
     RequestTimeoutError,
 )
+from apogee.remoting.codec import request_command
 from apogee.remoting.codes import RequestCode, ResponseCode
 from apogee.remoting.command import RemotingCommand
 from apogee.remoting.headers.send import SendMessageRequestHeaderV2
@@ -65,14 +66,14 @@ RETRY_RESPONSE_CODES = frozenset(
     }
 )
 _SEND_V2 = int(RequestCode.SEND_MESSAGE_V2)
-# Wire keys of SendMessageRequestHeaderV2 ("a".."m"), taken from the header class itself.
+# Wire keys of SendMessageRequestHeaderV2 ("a".."m"), taken from the header class itself, in
+# the order of the values ``Producer._fields`` gives.
 _V2_KEYS = {attr: key for attr, key, _kind, _required in SendMessageRequestHeaderV2._fields()}
-(_K_GROUP, _K_TOPIC, _K_DEFAULT_TOPIC, _K_DEFAULT_QUEUE_NUMS, _K_QUEUE_ID, _K_SYS_FLAG, _K_BORN_TS, _K_FLAG,
- _K_PROPERTIES) = (
+_SEND_KEYS = tuple(
     _V2_KEYS[attr]
     for attr in (
         "producer_group", "topic", "default_topic", "default_topic_queue_nums", "queue_id", "sys_flag",
-        "born_timestamp", "flag", "properties",
+        "born_timestamp", "flag", "properties", "reconsume_times", "max_reconsume_times", "batch",
     )
 )
 BATCH_ITEM_OVERHEAD = 22  # TOTALSIZE, MAGIC, CRC, FLAG, BODYLEN (4 each) + PROPLEN (2)
@@ -336,53 +337,40 @@ class Producer:
             sysflag |= c.TRANSACTION_PREPARED_TYPE
         return body, sysflag, self._properties(msg), uniq
 
-    def _single_request(self, msg: Message, mq: MessageQueue, prepared: tuple[bytes, int, str, str]) -> RemotingCommand:
-        """The SEND_MESSAGE_V2 request of one prepared message to ``mq``."""
-        body, sysflag, props, _uniq = prepared
+    def _single_fields(
+        self, msg: Message, mq: MessageQueue, prepared: tuple[bytes, int, str, str]
+    ) -> tuple[str | int | None, ...]:
+        """The SEND_MESSAGE_V2 header values (``_SEND_KEYS``) of one prepared message to ``mq``."""
         reconsume, max_reconsume = _retry_fields(msg)
-        return self._request(
-            mq.topic, mq.queue_id, sysflag, msg.flag, props, body,
-            reconsume_times=reconsume, max_reconsume_times=max_reconsume,
-        )
+        return self._fields(mq.topic, mq.queue_id, prepared[1], msg.flag, prepared[2], reconsume, max_reconsume, False)
 
-    def _request(
+    def _fields(
         self,
         topic: str,
         queue_id: int,
         sysflag: int,
         flag: int,
         properties: str | None,
-        body: bytes,
-        *,
-        batch: bool = False,
-        reconsume_times: int | None = None,
-        max_reconsume_times: int | None = None,
-    ) -> RemotingCommand:
-        """A SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE request.
+        reconsume_times: int | None,
+        max_reconsume_times: int | None,
+        batch: bool,
+    ) -> tuple[str | int | None, ...]:
+        """``SendMessageRequestHeaderV2``'s values in ``_SEND_KEYS`` order, None for the
+        fields left out (no properties, no retry counts, not a batch).
 
-        Hot path: the extFields of ``SendMessageRequestHeaderV2`` are built directly (its
-        wire keys, read from the header class once) instead of through ``Header.encode``.
+        Hot path: no ``Header`` object and no extFields dict; ``codec.fields_frame`` writes
+        them, ``codec.request_command`` makes a command of them.
         """
-        ext = {
-            _K_GROUP: self.group,
-            _K_TOPIC: topic,
-            _K_DEFAULT_TOPIC: self.config.create_topic_key,
-            _K_DEFAULT_QUEUE_NUMS: self._default_queue_nums_text,
-            _K_QUEUE_ID: str(queue_id),
-            _K_SYS_FLAG: str(sysflag),
-            _K_BORN_TS: str(int(time.time() * 1000)),
-            _K_FLAG: str(flag),
-        }
-        if properties:
-            ext[_K_PROPERTIES] = properties
-        if reconsume_times is not None:
-            ext[_V2_KEYS["reconsume_times"]] = str(reconsume_times)
-        if max_reconsume_times is not None:
-            ext[_V2_KEYS["max_reconsume_times"]] = str(max_reconsume_times)
-        if batch:
-            ext[_V2_KEYS["batch"]] = "true"
-            return RemotingCommand.request(RequestCode.SEND_BATCH_MESSAGE, ext, body)
-        return RemotingCommand.request(_SEND_V2, ext, body)
+        return (
+            self.group, topic, self.config.create_topic_key, self._default_queue_nums_text, queue_id, sysflag,
+            int(time.time() * 1000), flag, properties or None, reconsume_times, max_reconsume_times,
+            "true" if batch else None,
+        )
+
+    def _batch_request(self, topic: str, queue_id: int, body: bytes) -> RemotingCommand:
+        """The SEND_BATCH_MESSAGE request of an encoded batch body."""
+        fields = self._fields(topic, queue_id, 0, 0, None, None, None, True)
+        return request_command(RequestCode.SEND_BATCH_MESSAGE, _SEND_KEYS, fields, body)
 
     async def _publish_info(self, topic: str) -> TopicPublishInfo:
         instance = self._check_running()
@@ -461,14 +449,45 @@ class Producer:
         ``NoRouteError``, ``RemoteError`` (with the broker's code and remark),
         ``RequestTimeoutError`` or ``ConnectionClosedError``.
         """
-        self._check_running()
+        instance = self._check_running()
         self._validate(msg)
         timeout = timeout_ms if timeout_ms is not None else self.config.send_timeout_ms
-        fixed = await self._explicit_queue(msg, queue, selector, arg) if queue or selector else None
+        retries = self.config.retry_times_when_send_failed
+        if queue is not None or selector is not None:
+            fixed = await self._explicit_queue(msg, queue, selector, arg)
+            prepared = self._prepare(msg)
+            if fixed is not None:
+                return await self._send_to(msg, fixed, prepared, timeout, "SYNC")
+            return await self._send_with_retries(msg, prepared, timeout, retries, "SYNC")
         prepared = self._prepare(msg)
-        if fixed is not None:
-            return await self._send_to(msg, fixed, prepared, timeout, "SYNC")
-        return await self._send_with_retries(msg, prepared, timeout, self.config.retry_times_when_send_failed, "SYNC")
+        info = instance.publish_infos.get(msg.topic)
+        if info is None or not info.queues or msg.topic not in self._topics or self._hooks or self.fault.enabled:
+            return await self._send_with_retries(msg, prepared, timeout, retries, "SYNC")
+        # The usual send (known route, no hooks, no fault tracking): its first attempt right
+        # here, one coroutine frame and the retry loop's set-up fewer per send.  Whatever it
+        # does not settle goes on in the retry loop as that loop's first attempt.
+        deadline = time.monotonic() + timeout / 1000
+        mq = self._select(info, None)
+        addr = instance.master_addr(mq.broker_name)
+        if addr is None:
+            return await self._send_with_retries(msg, prepared, timeout, retries, "SYNC")
+        try:
+            result = send_result(
+                await instance.api.send_fields(
+                    addr, _SEND_V2, _SEND_KEYS, self._single_fields(msg, mq, prepared), prepared[0], timeout
+                ),
+                mq,
+                prepared[3],
+            )
+        except ApogeeError as exc:
+            return await self._send_with_retries(
+                msg, prepared, timeout, retries, "SYNC", first=(exc, mq.broker_name, deadline)
+            )
+        if result.status is SendStatus.SEND_OK or not self.config.retry_another_broker_when_not_store_ok or retries < 1:
+            return result
+        return await self._send_with_retries(
+            msg, prepared, timeout, retries, "SYNC", first=(None, mq.broker_name, deadline)
+        )
 
     async def _send_to(
         self, msg: Message, mq: MessageQueue, prepared: tuple[bytes, int, str, str], timeout_ms: int, mode: str
@@ -476,14 +495,16 @@ class Producer:
         instance = self._check_running()
         uniq = prepared[3]
         addr = instance.master_addr(mq.broker_name) or await instance.find_master_addr(mq.broker_name, mq.topic)
-        req = self._single_request(msg, mq, prepared)
+        fields = self._single_fields(msg, mq, prepared)
         if not self._hooks and not self.fault.enabled:
             # Nothing to time or to report: the request and its answer, nothing else.
-            return send_result(await instance.api.send(addr, req, timeout_ms), mq, uniq)
+            return send_result(
+                await instance.api.send_fields(addr, _SEND_V2, _SEND_KEYS, fields, prepared[0], timeout_ms), mq, uniq
+            )
         start = time.perf_counter()
         ctx = self._before(msg, mode, mq, addr)
         try:
-            resp = await instance.api.send(addr, req, timeout_ms)
+            resp = await instance.api.send_fields(addr, _SEND_V2, _SEND_KEYS, fields, prepared[0], timeout_ms)
             result = send_result(resp, mq, uniq)
         except BaseException as exc:
             if self.fault.enabled:
@@ -501,14 +522,31 @@ class Producer:
         return result
 
     async def _send_with_retries(
-        self, msg: Message, prepared: tuple[bytes, int, str, str], timeout_ms: int, retries: int, mode: str
+        self,
+        msg: Message,
+        prepared: tuple[bytes, int, str, str],
+        timeout_ms: int,
+        retries: int,
+        mode: str,
+        first: tuple[ApogeeError | None, str, float] | None = None,
     ) -> SendResult:
+        """Up to ``1 + retries`` attempts within ``timeout_ms``, each on another broker when
+        there is one.  ``first`` is an attempt already made (by ``send``): its error (None for
+        a stored-but-not-OK answer), its broker and the deadline it started."""
         instance = self._check_running()
-        deadline = time.monotonic() + timeout_ms / 1000
-        last_broker: str | None = None
         last_exc: BaseException | None = None
-        attempts = 0
-        for attempt in range(1 + max(0, retries)):
+        if first is None:
+            deadline = time.monotonic() + timeout_ms / 1000
+            last_broker: str | None = None
+            begin = 0
+        else:
+            first_exc, last_broker, deadline = first
+            if first_exc is not None:
+                await self._retry_after(first_exc, msg.topic)
+                last_exc = first_exc
+            begin = 1
+        attempts = begin
+        for attempt in range(begin, 1 + max(0, retries)):
             remaining = int((deadline - time.monotonic()) * 1000)
             if remaining <= 0:
                 break
@@ -519,27 +557,10 @@ class Producer:
                     info = await self._publish_info(msg.topic)
                 mq = self._select(info, last_broker)
                 last_broker = mq.broker_name
-                addr = instance.master_addr(mq.broker_name)
-                if addr is not None and not self._hooks and not self.fault.enabled:
-                    # _send_to's own shortcut, one coroutine frame fewer: this is W1's path.
-                    req = self._single_request(msg, mq, prepared)
-                    result = send_result(await instance.api.send(addr, req, remaining), mq, prepared[3])
-                else:
-                    result = await self._send_to(msg, mq, prepared, remaining, mode)
-            except RemoteError as exc:
-                if exc.code not in RETRY_RESPONSE_CODES:
-                    raise
-                last_exc = exc
-                if exc.code == ResponseCode.TOPIC_NOT_EXIST:
-                    await self._refresh_route(msg.topic)
-                continue
-            except (RequestTimeoutError, ConnectionClosedError) as exc:
-                last_exc = exc
-                continue
+                result = await self._send_to(msg, mq, prepared, remaining, mode)
             except ApogeeError as exc:
+                await self._retry_after(exc, msg.topic)
                 last_exc = exc
-                if not exc.retriable:
-                    raise
                 continue
             if result.status is not SendStatus.SEND_OK and self.config.retry_another_broker_when_not_store_ok:
                 last_exc = None
@@ -550,6 +571,16 @@ class Producer:
             raise RequestTimeoutError(f"sending to {msg.topic!r} timed out after {timeout_ms} ms ({attempts} attempts)")
         last_exc.add_note(f"send to topic {msg.topic!r} failed after {attempts} attempt(s)")
         raise last_exc
+
+    async def _retry_after(self, exc: ApogeeError, topic: str) -> None:
+        """Raise ``exc`` when another attempt cannot help; refresh the route when it is stale."""
+        if isinstance(exc, RemoteError):
+            if exc.code not in RETRY_RESPONSE_CODES:
+                raise exc
+            if exc.code == ResponseCode.TOPIC_NOT_EXIST:
+                await self._refresh_route(topic)
+        elif not isinstance(exc, (RequestTimeoutError, ConnectionClosedError)) and not exc.retriable:
+            raise exc
 
     async def _refresh_route(self, topic: str) -> None:
         assert self._instance is not None
@@ -580,7 +611,8 @@ class Producer:
         addr = await instance.find_master_addr(mq.broker_name, mq.topic)
         ctx = self._before(msg, "ONEWAY", mq, addr)
         start = time.perf_counter()
-        req = self._request(mq.topic, mq.queue_id, sysflag, msg.flag, props, body)
+        fields = self._fields(mq.topic, mq.queue_id, sysflag, msg.flag, props, None, None, False)
+        req = request_command(_SEND_V2, _SEND_KEYS, fields, body)
         try:
             await instance.remoting.invoke_oneway(addr, req)
         except BaseException as exc:
@@ -646,7 +678,7 @@ class Producer:
                     self._topics.add(topic)
                 last_broker = mq.broker_name
                 addr = await instance.find_master_addr(mq.broker_name, topic)
-                req = self._request(topic, mq.queue_id, 0, 0, None, body, batch=True)
+                req = self._batch_request(topic, mq.queue_id, body)
                 resp = await instance.api.send(addr, req, remaining)
                 results = parse_send_response(resp, mq, uniqs)
             except RemoteError as exc:
@@ -892,7 +924,7 @@ class Producer:
         if conn is None or addr is None:
             self._spawn(self._send_batch_slow(batch, body, attempts_left, last_broker))
             return
-        req = self._request(batch.topic, mq.queue_id, 0, 0, None, body, batch=True)
+        req = self._batch_request(batch.topic, mq.queue_id, body)
         start = time.perf_counter()
         hook_ctxs = [self._before(m, "ASYNC", mq, addr) for m in batch.messages] if self._hooks else None
 

@@ -15,6 +15,7 @@ import time
 from collections.abc import Awaitable, Callable
 
 from apogee.errors import ConnectionClosedError
+from apogee.remoting.codec import request_command
 from apogee.remoting.command import RemotingCommand
 from apogee.remoting.config import RemotingConfig
 from apogee.remoting.connection import Connection, ResponseCallback
@@ -129,6 +130,22 @@ class RemotingClient:
         if conn is not None and conn.is_open:
             return conn.invoke(request, timeout_ms)
         return self._connect_and_invoke(addr, request, timeout_ms)
+
+    def invoke_fields(
+        self,
+        addr: str,
+        code: int,
+        keys: tuple[str, ...],
+        values: tuple[str | int | None, ...],
+        body: bytes | None,
+        timeout_ms: int,
+    ) -> Awaitable[RemotingCommand]:
+        """``invoke`` of ``codec.request_command(code, keys, values, body)``; over an open
+        connection the frame is written straight from the fields (``Connection.invoke_fields``)."""
+        conn = self._connections.get(addr)
+        if conn is not None and conn.is_open:
+            return conn.invoke_fields(code, keys, values, body, timeout_ms)
+        return self._connect_and_invoke(addr, request_command(code, keys, values, body), timeout_ms)
 
     async def _connect_and_invoke(self, addr: str, request: RemotingCommand, timeout_ms: int) -> RemotingCommand:
         deadline = time.monotonic() + timeout_ms / 1000

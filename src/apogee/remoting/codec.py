@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from apogee.common.accel import native
 from apogee.errors import RemoteProtocolError
 from apogee.remoting import header_binary, header_json
-from apogee.remoting.codes import LanguageCode, SerializeType
+from apogee.remoting.codes import CURRENT_VERSION, LanguageCode, SerializeType
 from apogee.remoting.command import Buffer, RemotingCommand
 
 DEFAULT_MAX_FRAME_SIZE = 16 * 1024 * 1024
@@ -71,6 +71,47 @@ def encode(cmd: RemotingCommand) -> list[Buffer]:
         )
     prefix = _PREFIX.pack(4 + len(header) + body_len, (cmd.serialize_type << 24) | len(header))
     return [prefix + header, *parts]
+
+
+_PYTHON_LANGUAGE = header_json.LANGUAGE_NAMES[LanguageCode.PYTHON]
+
+
+def request_command(
+    code: int, keys: Sequence[str], values: Sequence[str | int | None], body: bytes | None
+) -> RemotingCommand:
+    """The request whose extFields are ``keys[i] -> str(values[i])`` for each value that is not
+    None, in that order.  Keys are distinct; values are str or int."""
+    ext = {key: value if value.__class__ is str else str(value) for key, value in zip(keys, values, strict=True)
+           if value is not None}
+    return RemotingCommand.request(code, ext, body)
+
+
+def fields_frame_py(
+    code: int, opaque: int, flag: int, keys: Sequence[str], values: Sequence[str | int | None], body: bytes | None
+) -> bytes:
+    """``fields_frame`` built as a command and encoded: the reference of ``native.fields_frame``."""
+    cmd = request_command(code, keys, values, body)
+    cmd.opaque = opaque
+    cmd.flag = flag
+    return encode_bytes(cmd)
+
+
+def fields_frame(
+    code: int, opaque: int, flag: int, keys: tuple[str, ...], values: tuple[str | int | None, ...],
+    body: bytes | None,
+) -> bytes:
+    """The whole JSON frame of ``request_command(code, keys, values, body)`` with ``opaque`` and
+    ``flag`` (0 for a request, ``RPC_RESPONSE`` for an answer, which then has no remark).
+
+    A frame that is written once and never inspected (a producer's send, a broker's answer to
+    it) needs no extFields dict and no ``RemotingCommand``: in C this is one call from the
+    fields to the bytes.
+    """
+    if native is not None and (body is None or body.__class__ is bytes):
+        frame = native.fields_frame(code, opaque, flag, _PYTHON_LANGUAGE, CURRENT_VERSION, keys, values, body)
+        if frame is not None:
+            return frame  # type: ignore[no-any-return]
+    return fields_frame_py(code, opaque, flag, keys, values, body)
 
 
 def encode_bytes(cmd: RemotingCommand) -> bytes:

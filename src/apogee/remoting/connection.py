@@ -21,8 +21,8 @@ from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 from apogee.errors import ConnectionClosedError, RemoteProtocolError, RequestTimeoutError
-from apogee.remoting.codec import FrameDecoder, encode
-from apogee.remoting.command import RPC_RESPONSE, RemotingCommand
+from apogee.remoting.codec import FrameDecoder, encode, fields_frame
+from apogee.remoting.command import RPC_RESPONSE, Buffer, RemotingCommand
 from apogee.remoting.config import RemotingConfig
 
 log = logging.getLogger("apogee.remoting.connection")
@@ -194,10 +194,21 @@ class Connection(asyncio.Protocol):
 
     def send(self, cmd: RemotingCommand) -> None:
         """Write one command (a response, or a request whose answer nobody awaits)."""
+        self._check_open()
+        self._write(encode(cmd))
+
+    def send_frame(self, frame: bytes) -> None:
+        """Write one frame encoded by the caller (``codec.fields_frame``)."""
+        self._check_open()
+        self._write([frame])
+
+    def _check_open(self) -> None:
         if self._transport is None or self._closed:
             raise ConnectionClosedError(
                 f"connection to {self.peer[0]}:{self.peer[1]} is closed: {self._close_reason}"
             )
+
+    def _write(self, parts: list[Buffer]) -> None:
         self.last_activity = time.monotonic()
         if not self._turn_open:
             # The first frame of a loop turn (or since data last arrived) leaves at once;
@@ -205,12 +216,11 @@ class Connection(asyncio.Protocol):
             # ends.  The turn closes on its own, so a frame produced later (a held pull's
             # answer, a request after a quiet spell) is not held back for a turn.
             self._turn_open = True
-            self._loop.call_soon(self._end_turn)
-            parts = encode(cmd)
-            if not self._transport.is_closing():
-                self._transport.write(parts[0] if len(parts) == 1 else b"".join(parts))
+            if not self._transport.is_closing():  # type: ignore[union-attr]
+                self._transport.write(parts[0] if len(parts) == 1 else b"".join(parts))  # type: ignore[union-attr]
+            self._loop.call_soon(self._end_turn)  # after the write: the peer starts sooner
             return
-        self._outbox += encode(cmd)
+        self._outbox += parts
 
     def _end_turn(self) -> None:
         self._turn_open = False
@@ -239,10 +249,14 @@ class Connection(asyncio.Protocol):
         future: asyncio.Future[RemotingCommand] | None,
         callback: ResponseCallback | None,
     ) -> None:
-        if self._closed or self._transport is None:
-            raise ConnectionClosedError(
-                f"connection to {self.peer[0]}:{self.peer[1]} is closed: {self._close_reason}"
-            )
+        opaque = self._take_opaque()
+        cmd.opaque = opaque
+        self._write(encode(cmd))
+        self._track(opaque, cmd.code, timeout_ms, future, callback)
+
+    def _take_opaque(self) -> int:
+        """The next request's opaque, or an error when no request may start."""
+        self._check_open()
         if len(self._pending) >= self._config.max_pending_requests:
             raise ConnectionClosedError(
                 f"too many requests in flight to {self.peer[0]}:{self.peer[1]} "
@@ -250,12 +264,20 @@ class Connection(asyncio.Protocol):
             )
         opaque = self._next_opaque
         self._next_opaque = (opaque + 1) & _OPAQUE_MASK
-        cmd.opaque = opaque
-        # Written before it is registered: its answer cannot be read before this returns to
+        return opaque
+
+    def _track(
+        self,
+        opaque: int,
+        code: int,
+        timeout_ms: int,
+        future: asyncio.Future[RemotingCommand] | None,
+        callback: ResponseCallback | None,
+    ) -> None:
+        # Registered after it is written: its answer cannot be read before this returns to
         # the loop, and the bookkeeping then overlaps the peer's work instead of preceding it.
-        self.send(cmd)
         deadline = self._loop.time() + timeout_ms / 1000
-        self._pending[opaque] = _Pending(future, callback, deadline, cmd.code, timeout_ms)
+        self._pending[opaque] = _Pending(future, callback, deadline, code, timeout_ms)
         if deadline < self._timer_at:
             self._arm(deadline)
 
@@ -290,6 +312,22 @@ class Connection(asyncio.Protocol):
         """
         future: asyncio.Future[RemotingCommand] = self._loop.create_future()
         self._register(cmd, timeout_ms, future, None)
+        return future
+
+    def invoke_fields(
+        self,
+        code: int,
+        keys: tuple[str, ...],
+        values: tuple[str | int | None, ...],
+        body: bytes | None,
+        timeout_ms: int,
+    ) -> Awaitable[RemotingCommand]:
+        """``invoke`` of ``codec.request_command(code, keys, values, body)``, written straight
+        from its fields (``codec.fields_frame``): no extFields dict, no command object."""
+        future: asyncio.Future[RemotingCommand] = self._loop.create_future()
+        opaque = self._take_opaque()
+        self._write([fields_frame(code, opaque, 0, keys, values, body)])
+        self._track(opaque, code, timeout_ms, future, None)
         return future
 
     def invoke_callback(

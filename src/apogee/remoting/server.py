@@ -18,17 +18,34 @@ import inspect
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Union
+from typing import NamedTuple
 
 from apogee.errors import HeaderError, RemoteError
-from apogee.remoting.codes import ResponseCode
-from apogee.remoting.command import RPC_ONEWAY, RemotingCommand
+from apogee.remoting.codec import fields_frame, request_command
+from apogee.remoting.codes import ResponseCode, SerializeType
+from apogee.remoting.command import RPC_ONEWAY, RPC_RESPONSE, RemotingCommand
 from apogee.remoting.config import RemotingConfig
 from apogee.remoting.connection import Connection
 
 log = logging.getLogger("apogee.remoting.server")
 
-ProcessorResult = Union[RemotingCommand, None, Awaitable[RemotingCommand | None]]
+
+
+class FieldsAnswer(NamedTuple):
+    """An answer given as its code and header fields (``codec.request_command`` rules: str or
+    int values, None left out), with no remark and no body.
+
+    A processor's most frequent answer (a stored send's) is written straight from these
+    (``codec.fields_frame``) when the request was JSON: no extFields dict, no command object.
+    """
+
+    code: int
+    keys: tuple[str, ...]
+    values: tuple[str | int | None, ...]
+
+
+Answer = RemotingCommand | FieldsAnswer
+ProcessorResult = RemotingCommand | FieldsAnswer | None | Awaitable[Answer | None]
 Processor = Callable[[Connection, RemotingCommand], ProcessorResult]
 
 
@@ -64,7 +81,9 @@ class RequestDispatcher:
         except Exception as exc:
             self._reply(conn, request, self._failure(request, exc))
             return
-        if result.__class__ is not RemotingCommand and inspect.isawaitable(result):
+        if result.__class__ is not RemotingCommand and result.__class__ is not FieldsAnswer and inspect.isawaitable(
+            result
+        ):
             task = asyncio.ensure_future(self._finish(conn, request, result))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
@@ -75,7 +94,7 @@ class RequestDispatcher:
         self,
         conn: Connection,
         request: RemotingCommand,
-        pending: Awaitable[RemotingCommand | None],
+        pending: Awaitable[Answer | None],
     ) -> None:
         try:
             response = await pending
@@ -96,13 +115,21 @@ class RequestDispatcher:
         return request.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
 
     @staticmethod
-    def _reply(conn: Connection, request: RemotingCommand, response: RemotingCommand | None) -> None:
+    def _reply(conn: Connection, request: RemotingCommand, response: Answer | None) -> None:
         if response is None or request.flag & 3 == RPC_ONEWAY or not conn.is_open:  # 3: see is_oneway
             return
-        response.opaque = request.opaque
-        response.flag |= 0x1
-        response.serialize_type = request.serialize_type
-        conn.send(response)
+        if response.__class__ is FieldsAnswer:
+            code, keys, values = response
+            if request.serialize_type == SerializeType.JSON:
+                conn.send_frame(fields_frame(code, request.opaque, RPC_RESPONSE, keys, values, None))
+                return
+            cmd = request_command(code, keys, values, None)
+        else:
+            cmd = response  # type: ignore[assignment]
+        cmd.opaque = request.opaque
+        cmd.flag |= 0x1
+        cmd.serialize_type = request.serialize_type
+        conn.send(cmd)
 
     async def cancel_all(self) -> None:
         tasks = list(self._tasks)

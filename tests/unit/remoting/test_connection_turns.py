@@ -10,25 +10,8 @@ import asyncio
 
 from apogee.remoting.codec import encode_bytes
 from apogee.remoting.command import RemotingCommand
-from apogee.remoting.config import RemotingConfig
 from apogee.remoting.connection import Connection
-
-
-class RecordingTransport:
-    def __init__(self) -> None:
-        self.writes: list[bytes] = []
-
-    def write(self, data: bytes) -> None:
-        self.writes.append(bytes(data))
-
-    def is_closing(self) -> bool:
-        return False
-
-    def get_extra_info(self, name: str, default: object = None) -> object:
-        return default
-
-    def close(self) -> None:
-        pass
+from tests.support.transport import RecordingTransport, recorded_connection
 
 
 def _frame(code: int) -> RemotingCommand:
@@ -36,10 +19,7 @@ def _frame(code: int) -> RemotingCommand:
 
 
 async def _connection() -> tuple[Connection, RecordingTransport]:
-    conn = Connection(None, RemotingConfig())
-    transport = RecordingTransport()
-    conn.connection_made(transport)  # type: ignore[arg-type]
-    return conn, transport
+    return recorded_connection()
 
 
 async def _next_turn() -> None:

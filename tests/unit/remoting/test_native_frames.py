@@ -1,4 +1,4 @@
-"""The C frame codec (native.decode_frames, native.json_frame_head) against the pure path.
+"""The C frame codec (native.decode_frames, json_frame_head, fields_frame) against the pure path.
 
 When the C reader accepts a buffer, it must give exactly the commands the pure decoder gives;
 whenever the pure decoder raises, the C reader must decline (None) so that the pure path
@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 from apogee.common.accel import native
 from apogee.errors import RemoteProtocolError
 from apogee.remoting import header_json
-from apogee.remoting.codec import FrameDecoder, encode
-from apogee.remoting.codes import LanguageCode
+from apogee.remoting.codec import FrameDecoder, encode, fields_frame, fields_frame_py
+from apogee.remoting.codes import CURRENT_VERSION, LanguageCode
 from apogee.remoting.command import RemotingCommand
 
 pytestmark = pytest.mark.skipif(native is None, reason="apogee._native is not built")
@@ -184,3 +184,58 @@ def test_json_frame_head_declines_what_needs_the_pure_path() -> None:
     assert native.json_frame_head(1, 9, 1, 1, 0, "\ud800", None, 0, names) is None  # not encodable
     assert native.json_frame_head(True, 9, 1, 1, 0, None, None, 0, names) is None
     assert native.json_frame_head(1 << 70, 9, 1, 1, 0, None, None, 0, names) is None
+
+
+# --- native.fields_frame: a whole frame from header keys and values ---------------------------
+
+field_values = st.one_of(st.none(), texts, st.integers(-(2**63), 2**63 - 1))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    code=int32,
+    opaque=int32,
+    flag=st.sampled_from([0, 1, 2, 3]),
+    pairs=st.lists(st.tuples(texts, field_values), max_size=14, unique_by=lambda pair: pair[0]),
+    body=st.one_of(st.none(), st.binary(max_size=64)),
+)
+@example(code=310, opaque=7, flag=0, pairs=[("a", "g"), ("i", "KEYS\x01k\x02TAGS\x01A"), ("j", None), ("e", 3)],
+         body=b"x" * 1024)
+@example(code=0, opaque=0, flag=1, pairs=[("msgId", "7F00"), ("queueOffset", -1), ("k", '"\\\n\x00')], body=None)
+def test_fields_frame_is_the_reference_bytes(
+    code: int, opaque: int, flag: int, pairs: list[tuple[str, Any]], body: bytes | None
+) -> None:
+    """Equal to building the command (extFields dict, str() of numbers) and encoding it.
+    Keys are distinct, as every caller's are (a dict would keep only the last of a pair)."""
+    keys = tuple(k for k, _ in pairs)
+    values = tuple(v for _, v in pairs)
+    frame = fields_frame(code, opaque, flag, keys, values, body)
+    assert frame == fields_frame_py(code, opaque, flag, keys, values, body)
+    assert native.fields_frame(code, opaque, flag, "PYTHON", CURRENT_VERSION, keys, values, body) == frame
+    (cmd,), used = FrameDecoder(MAX)._decode_all_py(frame)
+    assert used == len(frame)
+    assert (cmd.code, cmd.opaque, cmd.flag) == (code, opaque, flag)
+    assert (cmd.ext_fields or {}) == {k: str(v) for k, v in pairs if v is not None}
+    assert (cmd.body or b"") == (body or b"")
+
+
+@pytest.mark.parametrize(
+    "keys, values, body",
+    [
+        (("a",), (True,), b""),  # bool: str() would say "True", the header codec "true"
+        (("a",), (1.5,), b""),  # neither str nor int
+        (("a",), (2**64,), b""),  # beyond 64 bits
+        ((1,), ("v",), b""),  # a key that is not str
+        (("a",), ("\ud800",), b""),  # not encodable
+        (("a",), ("v",), bytearray(b"x")),  # body not bytes
+    ],
+)
+def test_fields_frame_declines_what_only_the_reference_handles(keys: Any, values: Any, body: Any) -> None:
+    assert native.fields_frame(310, 1, 0, "PYTHON", CURRENT_VERSION, keys, values, body) is None
+
+
+def test_fields_frame_rejects_mismatched_arguments() -> None:
+    with pytest.raises(TypeError):
+        native.fields_frame(310, 1, 0, "PYTHON", CURRENT_VERSION, ("a", "b"), ("v",), b"")
+    with pytest.raises(TypeError):
+        native.fields_frame(310, 1, 0, "PYTHON", CURRENT_VERSION, ["a"], ["v"], b"")

@@ -43,7 +43,7 @@ from apogee.remoting.headers.send import (
     SendMessageRequestHeaderV2,
     SendMessageResponseHeader,
 )
-from apogee.remoting.server import RequestDispatcher
+from apogee.remoting.server import Answer, FieldsAnswer, RequestDispatcher
 from apogee.store.inner import InnerBatch, InnerMessage, PlainMessage
 from apogee.store.results import PutResult, PutStatus
 
@@ -67,7 +67,7 @@ _STORED_CODES = frozenset((
     ResponseCode.SUCCESS, ResponseCode.FLUSH_DISK_TIMEOUT, ResponseCode.FLUSH_SLAVE_TIMEOUT,
     ResponseCode.SLAVE_NOT_AVAILABLE,
 ))
-_MSG_ID, _RESP_QUEUE_ID, _QUEUE_OFFSET = (_RESP[k] for k in ("msg_id", "queue_id", "queue_offset"))
+_ANSWER_KEYS = (*(_RESP[k] for k in ("msg_id", "queue_id", "queue_offset")), "MSG_REGION", "TRACE_ON")
 
 _STATUS_TO_CODE: dict[PutStatus, tuple[int, str | None]] = {
     PutStatus.PUT_OK: (ResponseCode.SUCCESS, None),
@@ -181,12 +181,12 @@ class SendProcessor:
 
     # --- send ---------------------------------------------------------------------------------
 
-    def send_v2(self, conn: Connection, req: RemotingCommand) -> RemotingCommand | Awaitable[RemotingCommand]:
+    def send_v2(self, conn: Connection, req: RemotingCommand) -> Answer | Awaitable[Answer]:
         """SEND_MESSAGE_V2: the C path when it applies (``_send_plain``), else ``send``."""
         answer = self._send_plain(conn, req)
         return self.send(conn, req) if answer is None else answer
 
-    def send(self, conn: Connection, req: RemotingCommand) -> RemotingCommand | Awaitable[RemotingCommand]:
+    def send(self, conn: Connection, req: RemotingCommand) -> Answer | Awaitable[Answer]:
         """Answer at once under ASYNC_FLUSH; under SYNC_FLUSH return an awaitable that
         answers when the group commit has made the message durable."""
         h = self._header(req)
@@ -240,7 +240,7 @@ class SendProcessor:
 
     def _send_plain(
         self, conn: Connection, req: RemotingCommand
-    ) -> RemotingCommand | Awaitable[RemotingCommand] | None:
+    ) -> Answer | Awaitable[Answer] | None:
         """The common SEND_MESSAGE_V2, stored by one C call; None declines and the full path
         below decides (and answers any error).
 
@@ -289,7 +289,7 @@ class SendProcessor:
 
     async def _after_flush(
         self, req: RemotingCommand, result: PutResult, durable: Awaitable[PutStatus], queue_id: int
-    ) -> RemotingCommand:
+    ) -> Answer:
         status = await durable
         if status is not PutStatus.PUT_OK:
             result.status = status
@@ -364,22 +364,18 @@ class SendProcessor:
             tags_code=tags_code(props.get(c.TAGS)),
         )
 
-    def _response(self, req: RemotingCommand, result: PutResult, *, queue_id: int) -> RemotingCommand:
-        if result.status is PutStatus.PUT_OK:  # the usual answer: no table lookup
-            code, remark = _SUCCESS, None
-        else:
-            code, remark = _STATUS_TO_CODE.get(result.status, (ResponseCode.SYSTEM_ERROR, result.status.name))
-            if code not in _STORED_CODES:
-                return req.response(code, remark)
+    def _response(self, req: RemotingCommand, result: PutResult, *, queue_id: int) -> Answer:
+        """SendMessageResponseHeader's fields, in ``_ANSWER_KEYS`` order: one answer per send."""
         config = self.b.config
-        ext = {  # SendMessageResponseHeader's fields, written directly: one per send
-            _MSG_ID: result.msg_id,
-            _RESP_QUEUE_ID: str(queue_id),
-            _QUEUE_OFFSET: str(result.logics_offset),
-            "MSG_REGION": config.region_id,
-            "TRACE_ON": "true" if config.trace_on else "false",
-        }
-        return req.response(code, remark, ext_fields=ext)
+        values = (
+            result.msg_id, queue_id, result.logics_offset, config.region_id, "true" if config.trace_on else "false",
+        )
+        if result.status is PutStatus.PUT_OK:  # the usual answer: no table lookup, no command built
+            return FieldsAnswer(_SUCCESS, _ANSWER_KEYS, values)
+        code, remark = _STATUS_TO_CODE.get(result.status, (ResponseCode.SYSTEM_ERROR, result.status.name))
+        if code not in _STORED_CODES:
+            return req.response(code, remark)
+        return req.response(code, remark, ext_fields={k: str(v) for k, v in zip(_ANSWER_KEYS, values, strict=True)})
 
     def _send_batch(
         self,
@@ -388,7 +384,7 @@ class SendProcessor:
         h: SendMessageRequestHeader,
         config: TopicConfigData,
         body: bytes,
-    ) -> RemotingCommand | Awaitable[RemotingCommand]:
+    ) -> Answer | Awaitable[Answer]:
         if h.topic.startswith(c.RETRY_GROUP_TOPIC_PREFIX):
             return req.response(ResponseCode.MESSAGE_ILLEGAL, "batch messages cannot be sent to a retry topic")
         if not body:
