@@ -337,13 +337,6 @@ class Producer:
             sysflag |= c.TRANSACTION_PREPARED_TYPE
         return body, sysflag, self._properties(msg), uniq
 
-    def _single_fields(
-        self, msg: Message, mq: MessageQueue, prepared: tuple[bytes, int, str, str]
-    ) -> tuple[str | int | None, ...]:
-        """The SEND_MESSAGE_V2 header values (``_SEND_KEYS``) of one prepared message to ``mq``."""
-        reconsume, max_reconsume = _retry_fields(msg)
-        return self._fields(mq.topic, mq.queue_id, prepared[1], msg.flag, prepared[2], reconsume, max_reconsume, False)
-
     def _fields(
         self,
         topic: str,
@@ -351,25 +344,27 @@ class Producer:
         sysflag: int,
         flag: int,
         properties: str | None,
-        reconsume_times: int | None,
-        max_reconsume_times: int | None,
+        msg: Message | None,
         batch: bool,
     ) -> tuple[str | int | None, ...]:
         """``SendMessageRequestHeaderV2``'s values in ``_SEND_KEYS`` order, None for the
-        fields left out (no properties, no retry counts, not a batch).
+        fields left out (no properties, not a batch, no retry counts: those only for ``msg``
+        sent to a retry topic).
 
         Hot path: no ``Header`` object and no extFields dict; ``codec.fields_frame`` writes
         them, ``codec.request_command`` makes a command of them.
         """
+        reconsume = max_reconsume = None
+        if msg is not None and topic.startswith(c.RETRY_GROUP_TOPIC_PREFIX):
+            reconsume, max_reconsume = _retry_fields(msg)
         return (
             self.group, topic, self.config.create_topic_key, self._default_queue_nums_text, queue_id, sysflag,
-            int(time.time() * 1000), flag, properties or None, reconsume_times, max_reconsume_times,
-            "true" if batch else None,
+            int(time.time() * 1000), flag, properties or None, reconsume, max_reconsume, "true" if batch else None,
         )
 
     def _batch_request(self, topic: str, queue_id: int, body: bytes) -> RemotingCommand:
         """The SEND_BATCH_MESSAGE request of an encoded batch body."""
-        fields = self._fields(topic, queue_id, 0, 0, None, None, None, True)
+        fields = self._fields(topic, queue_id, 0, 0, None, None, True)
         return request_command(RequestCode.SEND_BATCH_MESSAGE, _SEND_KEYS, fields, body)
 
     async def _publish_info(self, topic: str) -> TopicPublishInfo:
@@ -463,21 +458,20 @@ class Producer:
         info = instance.publish_infos.get(msg.topic)
         if info is None or not info.queues or msg.topic not in self._topics or self._hooks or self.fault.enabled:
             return await self._send_with_retries(msg, prepared, timeout, retries, "SYNC")
-        # The usual send (known route, no hooks, no fault tracking): its first attempt right
-        # here, one coroutine frame and the retry loop's set-up fewer per send.  Whatever it
-        # does not settle goes on in the retry loop as that loop's first attempt.
-        deadline = time.monotonic() + timeout / 1000
+        # The usual send (known route, open connection, no hooks, no fault tracking): its first
+        # attempt right here, written straight to the connection, one coroutine frame and the
+        # retry loop's set-up fewer per send.  Whatever it does not settle goes on in the
+        # retry loop as that loop's first attempt.
         mq = self._select(info, None)
         addr = instance.master_addr(mq.broker_name)
-        if addr is None:
+        conn = instance.remoting.connection_if_open(addr) if addr is not None else None
+        if conn is None:
             return await self._send_with_retries(msg, prepared, timeout, retries, "SYNC")
+        deadline = time.monotonic() + timeout / 1000
+        fields = self._fields(mq.topic, mq.queue_id, prepared[1], msg.flag, prepared[2], msg, False)
         try:
             result = send_result(
-                await instance.api.send_fields(
-                    addr, _SEND_V2, _SEND_KEYS, self._single_fields(msg, mq, prepared), prepared[0], timeout
-                ),
-                mq,
-                prepared[3],
+                await conn.invoke_fields(_SEND_V2, _SEND_KEYS, fields, prepared[0], timeout), mq, prepared[3]
             )
         except ApogeeError as exc:
             return await self._send_with_retries(
@@ -495,7 +489,7 @@ class Producer:
         instance = self._check_running()
         uniq = prepared[3]
         addr = instance.master_addr(mq.broker_name) or await instance.find_master_addr(mq.broker_name, mq.topic)
-        fields = self._single_fields(msg, mq, prepared)
+        fields = self._fields(mq.topic, mq.queue_id, prepared[1], msg.flag, prepared[2], msg, False)
         if not self._hooks and not self.fault.enabled:
             # Nothing to time or to report: the request and its answer, nothing else.
             return send_result(
@@ -611,7 +605,7 @@ class Producer:
         addr = await instance.find_master_addr(mq.broker_name, mq.topic)
         ctx = self._before(msg, "ONEWAY", mq, addr)
         start = time.perf_counter()
-        fields = self._fields(mq.topic, mq.queue_id, sysflag, msg.flag, props, None, None, False)
+        fields = self._fields(mq.topic, mq.queue_id, sysflag, msg.flag, props, None, False)
         req = request_command(_SEND_V2, _SEND_KEYS, fields, body)
         try:
             await instance.remoting.invoke_oneway(addr, req)
@@ -1040,8 +1034,6 @@ class Producer:
 
 def _retry_fields(msg: Message) -> tuple[int | None, int | None]:
     """reconsumeTimes / maxReconsumeTimes of a message sent to a retry topic."""
-    if not msg.topic.startswith(c.RETRY_GROUP_TOPIC_PREFIX):
-        return None, None
     props = msg.properties
     try:
         reconsume = int(props.get(c.RECONSUME_TIME, "0"))

@@ -168,6 +168,16 @@ class FrameDecoder:
         return len(self._buf)
 
     def feed(self, data: bytes | bytearray | memoryview) -> list[RemotingCommand]:
+        if native is not None and not self._buf and data.__class__ is bytes and not self._failed:
+            # The usual read, nothing buffered before it: _feed's first branch in one call.
+            done = native.decode_frames(
+                data, self.max_frame_size, RemotingCommand, header_json.LANGUAGE_BY_NAME, LanguageCode.OTHER
+            )
+            if done is not None:  # else the pure path decides (and raises what is wrong)
+                commands, pos = done
+                if pos < len(data):
+                    self._buf += memoryview(data)[pos:]
+                return commands  # type: ignore[no-any-return]
         if self._failed:
             raise RemoteProtocolError("decoder already failed; the connection must be closed")
         try:

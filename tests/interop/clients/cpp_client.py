@@ -9,7 +9,7 @@ one JSON line on stdout; the tests parse them.
     consume  NS TOPIC GROUP --expect N [--tags EXPR] [--orderly] [--broadcast] [--fail-first]
              [--timeout S] [--instance NAME]
     pull     NS TOPIC GROUP --expect N [--timeout S]
-    bench-send     NS TOPIC --count N --mode sync|async [--body-size B]   (one summary line)
+    bench-send     NS TOPIC --count N --mode sync|async [--body-size B] [--warmup N]   (one summary line)
     bench-consume  NS TOPIC GROUP --expect N                              (one summary line)
 """
 
@@ -189,9 +189,10 @@ def bench_send(args) -> None:
     done = threading.Semaphore(0)
     errors = []
     try:
-        warm = Message(args.topic)
-        warm.set_body(body)
-        producer.send_sync(warm)
+        for _ in range(args.warmup):
+            warm = Message(args.topic)
+            warm.set_body(body)
+            producer.send_sync(warm)
         start = time.perf_counter()
         for _ in range(args.count):
             msg = Message(args.topic)
@@ -290,6 +291,7 @@ def main() -> None:
     bs.add_argument("--mode", default="sync", choices=["sync", "async"])
     bs.add_argument("--body-size", type=int, default=1024)
     bs.add_argument("--send-timeout-ms", type=int, default=5000)
+    bs.add_argument("--warmup", type=int, default=1, help="sync sends before the clock starts")
     bc = sub.add_parser("bench-consume")
     bc.add_argument("namesrv")
     bc.add_argument("topic")
