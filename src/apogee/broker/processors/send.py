@@ -61,6 +61,11 @@ _PLAIN_KEYS = tuple(
     for k in ("topic", "queue_id", "sys_flag", "born_timestamp", "flag", "properties", "reconsume_times", "batch")
 )
 _TRAN_MASK = c.TRANSACTION_TYPE_MASK
+_PERM_WRITE = c.PERM_WRITE
+_MULTI_TAGS = c.MULTI_TAGS_FLAG
+_RETRY_PREFIX = c.RETRY_GROUP_TOPIC_PREFIX
+_BORN_HOST = "apogee.born_host"  # Connection.attributes key: the peer as a record's BORNHOST
+_new_tuple = tuple.__new__
 _SUCCESS = int(ResponseCode.SUCCESS)
 # Answers that still carry the message's id and offset: it was stored.
 _STORED_CODES = frozenset((
@@ -101,7 +106,7 @@ class SendProcessor:
     def __init__(self, broker: BrokerController) -> None:
         self.b = broker
         self._random = random.Random()
-        self._valid_topics: set[str] = set()
+        self._plain_topics: set[str] = set()
         self._cluster: tuple[str, bytes] = ("", b"")
 
     def register_with(self, dispatcher: RequestDispatcher) -> None:
@@ -262,27 +267,31 @@ class SendProcessor:
             return None
         topic, queue_id, sysflag, born_timestamp, flag, props, reconsume_times, props_len = fields
         config = self.b.topics.get(topic)
-        if config is None or topic.startswith(c.RETRY_GROUP_TOPIC_PREFIX) or topic in NOT_ALLOWED_SEND_TOPICS:
+        if config is None or not self.b.config.broker_permission & config.perm & _PERM_WRITE:
             return None
-        if not self.b.config.broker_permission & c.PERM_WRITE or not config.perm & c.PERM_WRITE:
-            return None
-        if topic not in self._valid_topics:
-            if validate_topic(topic) is not None:
+        if topic not in self._plain_topics:  # what never changes for a topic name, checked once
+            if topic.startswith(_RETRY_PREFIX) or topic in NOT_ALLOWED_SEND_TOPICS or validate_topic(topic):
                 return None
-            self._valid_topics.add(topic)
-        if not 0 <= queue_id < max(config.read_queue_nums, config.write_queue_nums):
+            self._plain_topics.add(topic)  # existing topics only: bounded by the topic table
+        if queue_id < 0 or (queue_id >= config.read_queue_nums and queue_id >= config.write_queue_nums):
             return None
         if config.topic_filter_type == "MULTI_TAG":
-            sysflag |= c.MULTI_TAGS_FLAG
-        body = req.body_bytes()
+            sysflag |= _MULTI_TAGS
+        body = req.body
+        if body.__class__ is not bytes:
+            body = req.body_bytes()
         if not body or len(body) > self.b.store_config.max_message_size:
             return None
         if sysflag & _TRAN_MASK:  # any transaction type but NOT_TYPE
             return None
-        result, durable = self.b.store.put_plain_nowait(PlainMessage(
-            topic, queue_id, body, props, extra, props_len, sysflag, flag, born_timestamp, _ipv4_peer(conn),
+        born_host = conn.attributes.get(_BORN_HOST)
+        if born_host is None:
+            born_host = conn.attributes[_BORN_HOST] = _ipv4_peer(conn)
+        # A NamedTuple built without its __new__ (its argument handling costs more than the rest).
+        result, durable = self.b.store.put_plain_nowait(_new_tuple(PlainMessage, (
+            topic, queue_id, body, props, extra, props_len, sysflag, flag, born_timestamp, born_host,
             (self.b.store_ip, self.b.listen_port), reconsume_times,
-        ))
+        )))
         if durable is None:
             return self._response(req, result, queue_id=queue_id)
         return self._after_flush(req, result, durable, queue_id)
@@ -371,7 +380,7 @@ class SendProcessor:
             result.msg_id, queue_id, result.logics_offset, config.region_id, "true" if config.trace_on else "false",
         )
         if result.status is PutStatus.PUT_OK:  # the usual answer: no table lookup, no command built
-            return FieldsAnswer(_SUCCESS, _ANSWER_KEYS, values)
+            return _new_tuple(FieldsAnswer, (_SUCCESS, _ANSWER_KEYS, values))
         code, remark = _STATUS_TO_CODE.get(result.status, (ResponseCode.SYSTEM_ERROR, result.status.name))
         if code not in _STORED_CODES:
             return req.response(code, remark)
