@@ -30,7 +30,6 @@ from apogee.remoting.connection import Connection
 log = logging.getLogger("apogee.remoting.server")
 
 
-
 class FieldsAnswer(NamedTuple):
     """An answer given as its code and header fields (``codec.request_command`` rules: str or
     int values, None left out), with no remark and no body.
@@ -81,8 +80,10 @@ class RequestDispatcher:
         except Exception as exc:
             self._reply(conn, request, self._failure(request, exc))
             return
-        if result.__class__ is not RemotingCommand and result.__class__ is not FieldsAnswer and inspect.isawaitable(
-            result
+        if (
+            result.__class__ is not RemotingCommand
+            and result.__class__ is not FieldsAnswer
+            and inspect.isawaitable(result)
         ):
             task = asyncio.ensure_future(self._finish(conn, request, result))
             self._tasks.add(task)

@@ -375,15 +375,17 @@ class SendProcessor:
 
     def _response(self, req: RemotingCommand, result: PutResult, *, queue_id: int) -> Answer:
         """SendMessageResponseHeader's fields, in ``_ANSWER_KEYS`` order: one answer per send."""
+        stored_ok = result.status is PutStatus.PUT_OK
+        if not stored_ok:
+            code, remark = _STATUS_TO_CODE.get(result.status, (ResponseCode.SYSTEM_ERROR, result.status.name))
+            if code not in _STORED_CODES:  # nothing stored: no id, no offset
+                return req.response(code, remark)
         config = self.b.config
         values = (
             result.msg_id, queue_id, result.logics_offset, config.region_id, "true" if config.trace_on else "false",
         )
-        if result.status is PutStatus.PUT_OK:  # the usual answer: no table lookup, no command built
+        if stored_ok:  # the usual answer: no table lookup, no command built
             return _new_tuple(FieldsAnswer, (_SUCCESS, _ANSWER_KEYS, values))
-        code, remark = _STATUS_TO_CODE.get(result.status, (ResponseCode.SYSTEM_ERROR, result.status.name))
-        if code not in _STORED_CODES:
-            return req.response(code, remark)
         return req.response(code, remark, ext_fields={k: str(v) for k, v in zip(_ANSWER_KEYS, values, strict=True)})
 
     def _send_batch(
