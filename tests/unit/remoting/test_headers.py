@@ -61,6 +61,7 @@ def _decode_by_spec(cls: type[Header], ext: dict[str, object]) -> Header:
     """The rules of headers/base.py's docstring, applied field by field (what the generated
     decoders must do)."""
     values = {}
+    ranges = cls.int_ranges()
     for attr, key, kind, required in cls._fields():
         raw = ext.get(key)
         if raw is None or (raw == "" and kind != 2):
@@ -68,10 +69,13 @@ def _decode_by_spec(cls: type[Header], ext: dict[str, object]) -> Header:
                 raise HeaderError(f"the custom field <{key}> is null")
             continue
         values[attr] = parse_int(key, raw) if kind == 0 else parse_bool(key, raw) if kind == 1 else parse_text(raw)  # type: ignore[arg-type]
+        if kind == 0 and not ranges[key].lo <= values[attr] <= ranges[key].hi:
+            raise HeaderError(f"the custom field <{key}> is out of range for {ranges[key].java}: {values[attr]}")
     return cls(**values)
 
 
-values = st.one_of(st.none(), st.sampled_from(["", "0", "1", "true", "false", "-7", "x", "12345678901"]), st.integers(),
+values = st.one_of(st.none(), st.sampled_from(["", "0", "1", "true", "false", "-7", "x", "12345678901", "2147483648",
+                                               "-9223372036854775809", "100000000000000000000"]), st.integers(),
                    st.booleans())
 
 
