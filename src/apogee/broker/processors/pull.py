@@ -16,6 +16,7 @@ from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
 from apogee.common import constants as c
+from apogee.common.validators import validate_group
 from apogee.filter import TAG, FilterExpressionError, compile_filter
 from apogee.remoting.codes import RequestCode, ResponseCode
 from apogee.remoting.command import RemotingCommand
@@ -79,7 +80,9 @@ class PullProcessor:
             return self._hold(req, h, message_filter)
         return self._response(req, h, result)
 
-    async def _hold(self, req: RemotingCommand, h: PullMessageRequestHeader, message_filter: MessageFilter) -> RemotingCommand:
+    async def _hold(
+        self, req: RemotingCommand, h: PullMessageRequestHeader, message_filter: MessageFilter
+    ) -> RemotingCommand:
         if self.b.config.long_polling_enable:
             timeout_ms = h.suspend_timeout_millis
         else:
@@ -103,9 +106,10 @@ class PullProcessor:
             )
         group = self.b.subscriptions.find(h.consumer_group)
         if group is None:
+            problem = validate_group(h.consumer_group)  # why it was not auto-created, if that is why
             return req.response(
                 ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
-                f"subscription group [{h.consumer_group}] does not exist",
+                f"subscription group [{h.consumer_group}] does not exist" + (f": {problem}" if problem else ""),
             )
         if not group.consume_enable:
             return req.response(ResponseCode.NO_PERMISSION, f"subscription group no permission, {h.consumer_group}")
@@ -132,7 +136,9 @@ class PullProcessor:
             try:
                 return subscription_filter(expression_type, h.subscription)
             except FilterExpressionError as exc:
-                return req.response(ResponseCode.SUBSCRIPTION_PARSE_FAILED, f"parse the consumer's subscription failed: {exc}")
+                return req.response(
+                    ResponseCode.SUBSCRIPTION_PARSE_FAILED, f"parse the consumer's subscription failed: {exc}"
+                )
         info = self.b.clients.consumer_group(h.consumer_group)
         if info is None:
             return req.response(
@@ -152,7 +158,9 @@ class PullProcessor:
         try:
             return filter_from_codes(sub.sub_string, sub.code_set, sub.expression_type)
         except FilterExpressionError as exc:
-            return req.response(ResponseCode.SUBSCRIPTION_PARSE_FAILED, f"parse the consumer's subscription failed: {exc}")
+            return req.response(
+                ResponseCode.SUBSCRIPTION_PARSE_FAILED, f"parse the consumer's subscription failed: {exc}"
+            )
 
     def _response(self, req: RemotingCommand, h: PullMessageRequestHeader, result: GetResult) -> RemotingCommand:
         status = result.status
