@@ -99,3 +99,41 @@ def test_every_header_decodes_and_encodes_by_the_rules(data: st.DataObject) -> N
             out = got.encode()
             assert all(isinstance(v, str) for v in out.values())
             assert cls.decode(out) == got
+
+
+@pytest.mark.parametrize(
+    ("cls", "ext", "field"),
+    [
+        ("send.SendMessageRequestHeaderV2", {"h": "2147483648"}, "h"),
+        ("send.SendMessageRequestHeaderV2", {"f": "2147483648"}, "f"),
+        ("send.SendMessageRequestHeaderV2", {"j": "2147483648"}, "j"),
+        ("send.SendMessageRequestHeaderV2", {"g": str(1 << 63)}, "g"),
+        ("consumer.UpdateConsumerOffsetRequestHeader", {"commitOffset": "100000000000000000000"}, "commitOffset"),
+        ("consumer.CreateTopicRequestHeader", {"perm": "100000000000000000000"}, "perm"),
+        ("consumer.CreateTopicRequestHeader", {"perm": "16"}, "perm"),
+        ("consumer.CreateTopicRequestHeader", {"perm": "-1"}, "perm"),
+        ("pull.PullMessageRequestHeader", {"queueId": "-2147483649"}, "queueId"),
+    ],
+)
+def test_numbers_outside_their_java_type_name_the_field(cls: str, ext: dict[str, str], field: str) -> None:
+    import importlib
+
+    module, name = cls.split(".")
+    header_cls = getattr(importlib.import_module(f"apogee.remoting.headers.{module}"), name)
+    good = {
+        "a": "g", "b": "T", "c": "TBW102", "d": "4", "e": "0", "f": "0", "g": "1", "h": "0",
+        "consumerGroup": "G", "topic": "T", "queueId": "0", "commitOffset": "0", "queueOffset": "0",
+        "maxMsgNums": "32", "sysFlag": "0", "suspendTimeoutMillis": "0", "subVersion": "0",
+    }
+    header_cls.decode(good)
+    with pytest.raises(HeaderError, match=f"the custom field <{field}> is out of range"):
+        header_cls.decode({**good, **ext})
+
+
+def test_java_long_fields_take_every_long() -> None:
+    from apogee.remoting.headers.consumer import UpdateConsumerOffsetRequestHeader
+
+    for offset in (str((1 << 63) - 1), str(-(1 << 63)), str(1 << 40)):
+        h = UpdateConsumerOffsetRequestHeader.decode({"consumerGroup": "G", "topic": "T", "queueId": "0",
+                                                      "commitOffset": offset})
+        assert h.commit_offset == int(offset)

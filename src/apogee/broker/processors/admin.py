@@ -253,7 +253,7 @@ class AdminProcessor:
     async def create_group(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         try:
             config = SubscriptionGroupConfig.from_json(loads(req.body_bytes()))
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        except (ValueError, KeyError, TypeError, AttributeError, OverflowError) as exc:
             raise HeaderError(f"malformed subscription group body: {exc!r}") from None
         problem = group_config_problem(config)
         if problem is not None:
