@@ -148,22 +148,22 @@ def _compile(cls: type[Header]) -> tuple[Any, Any]:
         assert field.init and not field.kw_only, f"{cls.__name__}.{attr}: headers are built positionally"
         v = f"v{i}"
         args.append(v)
-        checks: list[str] = []
         if kind == _INT:
-            conv = f"parse_int({key!r}, raw)"
+            # int() inline (parse_int only to raise its error), then the Java range.
             lo, hi, java = ranges[key]
             out_of_range = f"the custom field <{key}> is out of range for {java}: "
-            checks = [f"    if not {lo} <= {v} <= {hi}:",
-                      f"        raise HeaderError({out_of_range!r} + str({v}))"]
+            convert = ["try:", f"    {v} = int(raw)", "except (TypeError, ValueError):",
+                       f"    {v} = parse_int({key!r}, raw)",
+                       f"if not {lo} <= {v} <= {hi}:", f"    raise HeaderError({out_of_range!r} + str({v}))"]
         elif kind == _BOOL:
-            conv = f"parse_bool({key!r}, raw)"
+            convert = [f"{v} = parse_bool({key!r}, raw)"]
         else:
-            conv = "raw if raw.__class__ is str else parse_text(raw)"
+            convert = [f"{v} = raw if raw.__class__ is str else parse_text(raw)"]
         missing = "raw is None" if kind == _STR else "raw is None or raw == ''"
         dec += [f"    raw = get({key!r})", f"    if {missing}:"]
         if required:
             null = f"the custom field <{key}> is null"
-            dec += [f"        raise HeaderError({null!r})", f"    {v} = {conv}", *checks]
+            dec += [f"        raise HeaderError({null!r})", *("    " + line for line in convert)]
         else:
             if field.default_factory is not dataclasses.MISSING:
                 ns[f"F{i}"] = field.default_factory
@@ -171,7 +171,7 @@ def _compile(cls: type[Header]) -> tuple[Any, Any]:
             else:
                 ns[f"D{i}"] = field.default
                 dec.append(f"        {v} = D{i}")
-            dec += ["    else:", f"        {v} = {conv}", *("    " + line for line in checks)]
+            dec += ["    else:", *("        " + line for line in convert)]
         enc += [f"    v = self.{attr}", "    if v is not None:"]
         if kind == _BOOL:
             enc.append(f"        out[{key!r}] = 'true' if v else 'false'")
