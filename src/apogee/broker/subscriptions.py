@@ -110,6 +110,16 @@ class SubscriptionGroupManager:
         self.data_version = DataVersion(int(time.time() * 1000), self.data_version.counter + 1)
         self.file.changed()
 
+    def get(self, group: str) -> SubscriptionGroupConfig | None:
+        """The group's config if it exists (nothing is created)."""
+        return self.table.get(group)
+
+    def creation_problem(self, group: str) -> str | None:
+        """Why ``find`` would not auto-create ``group``, or None when it would."""
+        if not self.auto_create:
+            return "subscription groups are not auto-created on this broker (autoCreateSubscriptionGroup=false)"
+        return validate_group(group)
+
     def find(self, group: str) -> SubscriptionGroupConfig | None:
         """The group's config, auto-created when allowed and the name is legal (None otherwise)."""
         config = self.table.get(group)

@@ -324,4 +324,8 @@ class AdminProcessor:
     def runtime_info(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         table = {k: str(v) for k, v in self.b.store.runtime_info().items()}
         table["brokerVersion"] = str(req.version)
+        # Table files (topics.json ...) whose writes failed, and the ones still behind.
+        writer = self.b.table_writer
+        table["tableWriteFailures"] = str(writer.failures)
+        table["tablesUnsaved"] = ",".join(f.name for f in writer.files if f.dirty)
         return req.response(ResponseCode.SUCCESS, body=orjson.dumps({"table": table}))

@@ -16,7 +16,6 @@ from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
 from apogee.common import constants as c
-from apogee.common.validators import validate_group
 from apogee.filter import TAG, FilterExpressionError, compile_filter
 from apogee.remoting.codes import RequestCode, ResponseCode
 from apogee.remoting.command import RemotingCommand
@@ -100,19 +99,29 @@ class PullProcessor:
         return self._response(req, h, result)
 
     def _prepare(self, req: RemotingCommand, h: PullMessageRequestHeader) -> MessageFilter | RemotingCommand:
+        """The pull's filter, or its refusal.  A group that does not exist yet is created
+        (when allowed) only once the pull is accepted: a refused pull changes no table."""
         if not self.b.config.broker_permission & c.PERM_READ:
             return req.response(
                 ResponseCode.NO_PERMISSION, f"the broker[{self.b.broker_addr}] pulling message is forbidden"
             )
-        group = self.b.subscriptions.find(h.consumer_group)
+        group = self.b.subscriptions.get(h.consumer_group)
         if group is None:
-            problem = validate_group(h.consumer_group)  # why it was not auto-created, if that is why
-            return req.response(
-                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
-                f"subscription group [{h.consumer_group}] does not exist" + (f": {problem}" if problem else ""),
-            )
-        if not group.consume_enable:
+            problem = self.b.subscriptions.creation_problem(h.consumer_group)
+            if problem is not None:
+                return req.response(
+                    ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                    f"subscription group [{h.consumer_group}] does not exist: {problem}",
+                )
+        elif not group.consume_enable:
             return req.response(ResponseCode.NO_PERMISSION, f"subscription group no permission, {h.consumer_group}")
+        prepared = self._check(req, h)
+        if group is None and prepared.__class__ is not RemotingCommand:
+            self.b.subscriptions.find(h.consumer_group)  # accepted: auto-create it now
+        return prepared
+
+    def _check(self, req: RemotingCommand, h: PullMessageRequestHeader) -> MessageFilter | RemotingCommand:
+        """Topic, queue and subscription checks of a pull; its filter when they pass."""
         config = self.b.topics.get(h.topic)
         if config is None:
             return req.response(
