@@ -134,20 +134,14 @@ class TableWriter:
             self._task = None
 
     async def save(self, f: TableFile) -> bool:
-        """Write ``f`` if it is behind; False (logged, still dirty) when that failed."""
+        """Write ``f`` if it is behind; False (logged, still dirty, retried) when that failed."""
         try:
-            await self._write(f)
+            await self.flush(f)
         except asyncio.CancelledError:
             raise
         except Exception:
-            self._failed(f)
             return False
         return True
-
-    def _failed(self, f: TableFile) -> None:
-        self.failures += 1
-        f.failures += 1
-        log.exception("writing %s failed (%d failures so far); it stays dirty and is retried", f.path, f.failures)
 
     async def _write(self, f: TableFile) -> None:
         async with self._locks[f]:  # one write of a file at a time, in version order
@@ -177,7 +171,9 @@ class TableWriter:
         except asyncio.CancelledError:
             raise
         except Exception:
-            self._failed(f)
+            self.failures += 1
+            f.failures += 1
+            log.exception("writing %s failed (%d failures so far); it stays dirty and is retried", f.path, f.failures)
             self._changed(f)  # and keep retrying in the background
             raise
 

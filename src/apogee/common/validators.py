@@ -59,23 +59,21 @@ NOT_ALLOWED_SEND_TOPICS: Final = frozenset(
 
 def validate_topic(topic: str) -> str | None:
     """Why ``topic`` is not a legal topic name, or None when it is."""
-    if not topic:
-        return "the topic name is empty"
-    if len(topic) > MAX_TOPIC_LENGTH:
-        return f"the topic name is longer than {MAX_TOPIC_LENGTH} characters"
-    if _NAME.fullmatch(topic) is None:
-        return f"the topic name {topic!r} contains characters other than letters, digits, %, |, - and _ ({NAME_CHARS})"
-    return None
+    return _name_problem("topic", topic, MAX_TOPIC_LENGTH)
 
 
 def validate_group(group: str) -> str | None:
     """Why ``group`` is not a legal producer or consumer group name, or None when it is."""
-    if not group:
-        return "the group name is empty"
-    if len(group) > GROUP_MAX_LENGTH:
-        return f"the group name is longer than {GROUP_MAX_LENGTH} characters"
-    if _NAME.fullmatch(group) is None:
-        return f"the group name {group!r} contains characters other than letters, digits, %, |, - and _ ({NAME_CHARS})"
+    return _name_problem("group", group, GROUP_MAX_LENGTH)
+
+
+def _name_problem(kind: str, name: str, max_length: int) -> str | None:
+    if not name:
+        return f"the {kind} name is empty"
+    if len(name) > max_length:
+        return f"the {kind} name is longer than {max_length} characters"
+    if _NAME.fullmatch(name) is None:
+        return f"the {kind} name {name!r} contains characters other than letters, digits, %, |, - and _ ({NAME_CHARS})"
     return None
 
 
