@@ -9,9 +9,10 @@ attempt writes everything again instead of skipping what the failed one held.
 built on the loop (its only mutator, so the snapshot is consistent) and written by a worker
 thread (``write_atomic``: temp file, fsync, rename).  Changes that arrive within ``delay_s``
 of each other share one write, so 2,000 topics created in a burst cost a handful of writes,
-not 2,000.  A failure is logged as an error with the file's name and retried with a growing
-pause until it succeeds.  ``flush`` saves at once and raises on failure, for requests whose
-answer promises durability; ``close`` saves what is left when the broker stops.
+not 2,000; a change somebody waits for (``saved``) is written without that pause.  A
+failure is logged as an error with the file's name and retried with a growing pause until it
+succeeds.  ``flush`` saves at once and raises on failure, for requests whose answer promises
+durability; ``close`` saves what is left when the broker stops.
 
 Without a writer (a table used on its own, as in unit tests) a table whose ``write_at_once``
 is set writes synchronously on every change, and the others wait for ``persist``.
@@ -100,6 +101,7 @@ class TableWriter:
         self._waiters: list[tuple[TableFile, int, asyncio.Future[None]]] = []
         self._task: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
+        self._hurry = asyncio.Event()  # somebody waits for a write: skip the gathering pause
 
     def watch(self, *files: TableFile) -> None:
         """Save these files soon after each change (the others on ``save_all``)."""
@@ -120,8 +122,9 @@ class TableWriter:
     async def _drain(self) -> None:
         pause = self.delay_s
         try:
-            await wait_event(self._stop, self.delay_s)  # gather the burst
+            await wait_event(self._hurry, self.delay_s)  # gather the burst
             while self._pending and not self._stop.is_set():
+                self._hurry.clear()
                 files = list(self._pending)
                 self._pending.clear()
                 for f in files:
@@ -184,6 +187,7 @@ class TableWriter:
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         entry = (f, version, fut)
         self._waiters.append(entry)
+        self._hurry.set()
         try:
             await within(fut, timeout_s)
             return True
@@ -207,6 +211,7 @@ class TableWriter:
     async def close(self) -> None:
         """Stop the background writer (after its current write) and write what is unsaved."""
         self._stop.set()
+        self._hurry.set()
         if self._task is not None:
             await asyncio.gather(self._task, return_exceptions=True)
         await self.save_all()

@@ -363,7 +363,7 @@ class SendProcessor:
         group = topic[len(c.RETRY_GROUP_TOPIC_PREFIX) :]
         group_config = self.b.subscriptions.find(group)
         if group_config is None:
-            return self._refuse(req, rules.missing_group(group, validate_group(group)))
+            return self._refuse(req, rules.missing_group(group, self.b.subscriptions.creation_problem(group)))
         max_times = group_config.retry_max_times
         if req.version >= VERSION_V3_4_9 and h.max_reconsume_times is not None:
             max_times = h.max_reconsume_times
@@ -520,7 +520,7 @@ class SendProcessor:
             return req.response(ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {h.offset}")
         group_config = self.b.subscriptions.find(h.group)
         if group_config is None:
-            return self._refuse(req, rules.missing_group(h.group, None))
+            return self._refuse(req, rules.missing_group(h.group, self.b.subscriptions.creation_problem(h.group)))
         if group_config.retry_queue_nums <= 0:
             return req.response(ResponseCode.SUCCESS)
         props = dict(original.properties)
