@@ -160,3 +160,24 @@ def test_groups_with_names_rocketmq_refuses_are_never_created(tmp_path: Path) ->
     with pytest.raises(ValueError):
         groups.put(SubscriptionGroupConfig("G", retry_max_times=1 << 31))
     assert set(groups.table) == {"G" * 255}
+
+
+async def test_one_failing_file_does_not_keep_the_others_from_being_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before: consumerOffset.json failing made the periodic save skip delayOffset.json too."""
+    offsets, delays = Table(tmp_path / "consumerOffset.json"), Table(tmp_path / "delayOffset.json")
+
+    def write(path: Path, data: bytes) -> None:
+        if path.name == "consumerOffset.json":
+            raise TypeError("Integer exceeds 64-bit range")
+        write_atomic(path, data)
+
+    monkeypatch.setattr(persistence, "write_atomic", write)
+    writer = TableWriter([offsets.file, delays.file])
+    offsets.set("a", 1)
+    delays.set("b", 2)
+    await writer.save_all()
+    assert offsets.file.dirty and not delays.file.dirty
+    assert orjson.loads((tmp_path / "delayOffset.json").read_bytes()) == {"b": 2}
+    await writer.close()
