@@ -8,7 +8,13 @@ Starts `apogee namesrv` and `apogee broker` as separate processes on free loopba
 * consuming the whole backlog with pulls of 32 messages;
 * the CPU time used by the broker process beside each figure (2 cores are shared).
 
+With --topic-churn N it measures instead what keeping the topic table on disk costs: N sync
+sends each to a topic that does not exist yet (the broker creates it from TBW102), then N
+sends to one existing topic while a second client keeps creating topics (the latency the
+churn costs everybody else).
+
 Run: .venv/bin/python benchmarks/broker_bench.py [--messages 50000] [--runs 3] [--inflight 64]
+     .venv/bin/python benchmarks/broker_bench.py --topic-churn 2000 [--flush SYNC_FLUSH]
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from apogee.remoting.headers.send import SendMessageRequestHeaderV2  # noqa: E40
 from apogee.remoting.loop import run  # noqa: E402
 from tests.support.processes import ServerProcess, start_namesrv  # noqa: E402
 from tests.support.wire import pull_request  # noqa: E402
+from tests.support.wire import send_request as small_send  # noqa: E402
 
 BODY = b"x" * 1024
 
@@ -167,6 +174,38 @@ async def bench(addr: str, broker_pid: int | None, args: argparse.Namespace) -> 
     print(f"sync send latency: p50 {statistics.median(p50s):.3f} ms, p99 {statistics.median(p99s):.3f} ms")
 
 
+async def timed_sends(client: RemotingClient, addr: str, topics: list[str]) -> list[float]:
+    latencies = []
+    for topic in topics:
+        t0 = time.perf_counter()
+        resp = await client.invoke(addr, small_send(topic, BODY[:256]), 10_000)
+        latencies.append(time.perf_counter() - t0)
+        assert resp.code == ResponseCode.SUCCESS, (resp.code, resp.remark)
+    return latencies
+
+
+def describe(label: str, latencies: list[float]) -> None:
+    print(f"{label:<46} mean {statistics.fmean(latencies) * 1000:7.3f} ms  p50 {pct(latencies, 0.5):7.3f}  "
+          f"p99 {pct(latencies, 0.99):7.3f}  max {max(latencies) * 1000:7.3f}")
+
+
+async def topic_churn(addr: str, broker_pid: int | None, args: argparse.Namespace) -> None:
+    n, stamp = args.topic_churn, int(time.time())
+    creator, bystander = RemotingClient(), RemotingClient()
+    try:
+        new_topics = [f"Churn{stamp}_{i}" for i in range(n)]
+        describe(f"{n} sends, each to a new topic", await timed_sends(creator, addr, new_topics))
+        steady = f"Steady{stamp}"
+        await timed_sends(bystander, addr, [steady])
+        churn = asyncio.ensure_future(timed_sends(creator, addr, [f"Churn{stamp}_b{i}" for i in range(n)]))
+        latencies = await timed_sends(bystander, addr, [steady] * n)
+        await churn
+        describe(f"{n} sends to one topic beside that churn", latencies)
+    finally:
+        await creator.close()
+        await bystander.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--broker", help="use a running broker at host:port instead of starting one")
@@ -175,9 +214,11 @@ def main() -> None:
     parser.add_argument("--inflight", type=int, default=64)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--flush", default="ASYNC_FLUSH", choices=["ASYNC_FLUSH", "SYNC_FLUSH"])
+    parser.add_argument("--topic-churn", type=int, default=0, metavar="N", help="the topic-creation workload instead")
     args = parser.parse_args()
+    workload = topic_churn if args.topic_churn else bench
     if args.broker:
-        run(bench(args.broker, None, args))
+        run(workload(args.broker, None, args))
         return
     with tempfile.TemporaryDirectory() as tmp:
         conf = Path(tmp) / "broker.conf"
@@ -189,7 +230,7 @@ def main() -> None:
         ).start()
         try:
             print(f"broker {broker.addr} ({args.flush}), pid {broker.pid}")
-            run(bench(broker.addr, broker.pid, args))
+            run(workload(broker.addr, broker.pid, args))
         finally:
             broker.close()
             namesrv.close()

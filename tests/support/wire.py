@@ -6,11 +6,16 @@ itself; the native client has tests of its own.
 
 from __future__ import annotations
 
+import asyncio
+import struct
 import time
 
-from apogee.common.message_codec import decode_records, properties_to_string
+import orjson
+
 from apogee.common.message import MessageExt
+from apogee.common.message_codec import decode_records, properties_to_string
 from apogee.remoting.client import RemotingClient
+from apogee.remoting.codec import FrameDecoder
 from apogee.remoting.codes import RequestCode
 from apogee.remoting.command import RemotingCommand
 from apogee.remoting.headers.pull import FLAG_SUBSCRIPTION, FLAG_SUSPEND, PullMessageRequestHeader
@@ -81,10 +86,10 @@ async def pull_all(client: RemotingClient, addr: str, topic: str, queues: int = 
     return messages
 
 
-async def wait_dispatched(client: RemotingClient, addr: str, topic: str, queue_id: int, count: int, timeout_s: float = 5) -> None:
+async def wait_dispatched(
+    client: RemotingClient, addr: str, topic: str, queue_id: int, count: int, timeout_s: float = 5
+) -> None:
     """Wait until the queue's max offset reaches ``count`` (the dispatcher has caught up)."""
-    import asyncio
-
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_s
     while True:
@@ -95,3 +100,29 @@ async def wait_dispatched(client: RemotingClient, addr: str, topic: str, queue_i
         if loop.time() > deadline:
             raise AssertionError(f"{topic}:{queue_id} did not reach offset {count}")
         await asyncio.sleep(0.01)
+
+
+def raw_frame(code: int, ext_fields: dict[str, object], body: bytes = b"") -> bytes:
+    """A request frame written by hand, header JSON and all, as a hostile client would: no
+    codec of ours decides what is representable (values go out exactly as given)."""
+    head = orjson.dumps({"code": code, "extFields": ext_fields})
+    return struct.pack(">ii", 4 + len(head) + len(body), len(head)) + head + body
+
+
+async def exchange_raw(addr: str, frame: bytes, timeout_s: float = 5.0) -> RemotingCommand:
+    """Send ``frame`` on a connection of its own and return the first frame answered."""
+    host, port = addr.rsplit(":", 1)
+    reader, writer = await asyncio.open_connection(host, int(port))
+    try:
+        writer.write(frame)
+        decoder = FrameDecoder()
+        async with asyncio.timeout(timeout_s):
+            while True:
+                data = await reader.read(65536)
+                if not data:
+                    raise ConnectionError(f"{addr} closed the connection without an answer")
+                answers = decoder.feed(data)
+                if answers:
+                    return answers[0]
+    finally:
+        writer.close()

@@ -18,6 +18,7 @@ from apogee.broker.config import BrokerConfig
 from apogee.broker.locks import RebalanceLockManager
 from apogee.broker.long_polling import PullRequestHoldService
 from apogee.broker.offsets import ConsumerOffsetManager
+from apogee.broker.persistence import TableWriter
 from apogee.broker.processors.admin import AdminProcessor
 from apogee.broker.processors.client_manage import ClientManageProcessor, notify_request
 from apogee.broker.processors.end_transaction import EndTransactionProcessor
@@ -75,6 +76,12 @@ class BrokerController:
         self.locks = RebalanceLockManager(config.rebalance_lock_max_live_time_ms)
         self.long_polling = PullRequestHoldService()
         self.schedule = ScheduleService(self, config_dir / "delayOffset.json")
+        # Topics, groups and delay progress are written soon after a change (a burst in one
+        # write); offsets every flushConsumerOffsetInterval.  All of them at shutdown.
+        self.table_writer = TableWriter(
+            (self.topics.file, self.subscriptions.file, self.offsets.file, self.schedule.file)
+        )
+        self.table_writer.watch(self.topics.file, self.subscriptions.file, self.schedule.file)
         self.transactions = TransactionService(self)
         self.dispatcher = RequestDispatcher()
         self.server = RemotingServer(
@@ -151,21 +158,15 @@ class BrokerController:
         await self.transactions.stop()
         await self.server.close()
         await self.outbound.close()
-        self.persist_tables()
+        await self.table_writer.close()
         await self.store.shutdown()
 
-    def persist_tables(self) -> None:
-        self.offsets.persist()
-        self.schedule.persist()
-
     async def _persist_loop(self) -> None:
+        """Every table that is behind its file, written; a failure is logged and retried."""
         interval = self.config.flush_consumer_offset_interval_ms / 1000
         while True:
             await asyncio.sleep(interval)
-            try:
-                await asyncio.to_thread(self.persist_tables)
-            except Exception:
-                log.exception("persisting consumer offsets failed")
+            await self.table_writer.save_all()
 
     async def _expire_clients_loop(self) -> None:
         timeout = self.config.channel_expired_timeout_ms

@@ -1,9 +1,10 @@
 """Committed consumer offsets (RocketMQ's ConsumerOffsetManager), in config/consumerOffset.json.
 
 Keys are ``"<topic>@<group>"`` mapping queue id to the next offset to consume, the file shape
-RocketMQ tools read.  Commits change memory only; ``persist`` (every 5 s and at shutdown)
-writes the file atomically, so a crash loses at most a few seconds of commits, which
-consumers re-deliver (at-least-once), never skip.
+RocketMQ tools read.  Commits change memory only (and mark ``file`` dirty); the broker writes
+the file every 5 s and at shutdown, so a crash loses at most a few seconds of commits, which
+consumers re-deliver (at-least-once), never skip.  A write that fails leaves the file dirty
+and is retried at the next save.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from typing import Any
 
 import orjson
 
-from apogee.common.atomic_file import load_json_table, write_atomic
+from apogee.broker.persistence import TableFile
+from apogee.common.atomic_file import load_json_table
 
 log = logging.getLogger("apogee.broker.offsets")
 
@@ -23,9 +25,8 @@ SEPARATOR = "@"
 
 class ConsumerOffsetManager:
     def __init__(self, path: Path | None) -> None:
-        self._path = path
         self.table: dict[str, dict[int, int]] = {}
-        self._dirty = False
+        self.file = TableFile(path, self.encode)
         self._load()
 
     def _load(self) -> None:
@@ -33,7 +34,7 @@ class ConsumerOffsetManager:
             raw = obj.get("offsetTable") or {}
             self.table = {k: {int(q): int(o) for q, o in v.items()} for k, v in raw.items()}
 
-        load_json_table(self._path, parse, log)
+        load_json_table(self.file.path, parse, log)
 
     def encode(self) -> bytes:
         return orjson.dumps(
@@ -42,13 +43,12 @@ class ConsumerOffsetManager:
         )
 
     def persist(self) -> None:
-        if self._path is not None and self._dirty:
-            self._dirty = False
-            write_atomic(self._path, self.encode())
+        """Write the file now if commits are unsaved (raises on failure; it stays dirty)."""
+        self.file.persist()
 
     def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
         self.table.setdefault(f"{topic}{SEPARATOR}{group}", {})[queue_id] = offset
-        self._dirty = True
+        self.file.version += 1  # a pull's commit: no call, the periodic save writes it
 
     def query(self, group: str, topic: str, queue_id: int) -> int:
         """The committed offset, or -1 when the group never committed on that queue."""
@@ -66,4 +66,4 @@ class ConsumerOffsetManager:
     def remove_topic(self, topic: str) -> None:
         for key in [k for k in self.table if k.split(SEPARATOR, 1)[0] == topic]:
             del self.table[key]
-            self._dirty = True
+            self.file.version += 1

@@ -7,10 +7,10 @@ level's offset advances; otherwise the task sleeps until the head is due (or a n
 arrives, which cannot be due earlier than the head since every message of a level has the
 same delay).
 
-Progress is ``config/delayOffset.json`` (``{"offsetTable": {level: offset}}``), written after
-every batch of deliveries and at shutdown: a restart neither loses a pending message nor,
-after a clean stop, delivers one twice.  After a crash at most the last batch may be
-delivered again (at-least-once).
+Progress is ``config/delayOffset.json`` (``{"offsetTable": {level: offset}}``), written soon
+after every batch of deliveries (``file``, saved by the broker's ``TableWriter``) and at
+shutdown: a restart neither loses a pending message nor, after a clean stop, delivers one
+twice.  After a crash at most the last batches may be delivered again (at-least-once).
 """
 
 from __future__ import annotations
@@ -23,9 +23,10 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from apogee.broker.persistence import TableFile
 from apogee.common import constants as c
 from apogee.common.aio import wait_event
-from apogee.common.atomic_file import load_json_table, write_atomic
+from apogee.common.atomic_file import load_json_table
 from apogee.common.java_hash import tags_code
 from apogee.common.message import MessageExt
 from apogee.common.message_codec import properties_to_string
@@ -42,9 +43,8 @@ MAX_BATCH = 256
 class ScheduleService:
     def __init__(self, broker: BrokerController, path: Path | None) -> None:
         self.b = broker
-        self._path = path
         self.offsets: dict[int, int] = {}
-        self._dirty = False
+        self.file = TableFile(path, self.encode)
         self._tasks: list[asyncio.Task[None]] = []
         self._wake: dict[int, asyncio.Event] = {}
         self._load()
@@ -53,15 +53,14 @@ class ScheduleService:
         def parse(obj: dict[str, Any]) -> None:
             self.offsets = {int(k): int(v) for k, v in (obj.get("offsetTable") or {}).items()}
 
-        load_json_table(self._path, parse, log)
+        load_json_table(self.file.path, parse, log)
 
     def encode(self) -> bytes:
         return orjson.dumps({"offsetTable": {str(k): v for k, v in sorted(self.offsets.items())}})
 
     def persist(self) -> None:
-        if self._path is not None and self._dirty:
-            self._dirty = False
-            write_atomic(self._path, self.encode())
+        """Write the progress now if it is unsaved (raises on failure; it stays dirty)."""
+        self.file.persist()
 
     def start(self) -> None:
         for level in range(1, len(self.b.delay_levels_ms) + 1):
@@ -78,7 +77,6 @@ class ScheduleService:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
-        self.persist()
 
     async def _sleep(self, level: int, seconds: float) -> None:
         event = self._wake[level]  # cleared before each delivery pass, so no arrival is missed
@@ -134,11 +132,10 @@ class ScheduleService:
             wait_s = 0.0
         if delivered:
             self.offsets[level] = offset
-            self._dirty = True
-            await asyncio.to_thread(self.persist)
+            self.file.changed()  # written soon, off the loop
         elif self.offsets.get(level) != offset:
             self.offsets[level] = offset
-            self._dirty = True
+            self.file.version += 1
         return wait_s
 
     def _real_message(self, message: MessageExt) -> InnerMessage | None:

@@ -1,4 +1,10 @@
-"""Consumer group configs (RocketMQ's SubscriptionGroupManager), in config/subscriptionGroup.json."""
+"""Consumer group configs (RocketMQ's SubscriptionGroupManager), in config/subscriptionGroup.json.
+
+A group enters the table only with a name RocketMQ's ``Validators.checkGroup`` accepts and
+numbers that fit their Java types (``group_config_problem``): an empty or 300-character name
+is never auto-created, and an admin request carrying one is refused with the reason.  Changes
+mark ``file`` dirty; the broker's ``TableWriter`` writes them (see ``persistence``).
+"""
 
 from __future__ import annotations
 
@@ -10,7 +16,9 @@ from typing import Any
 
 import orjson
 
-from apogee.common.atomic_file import load_json_table, write_atomic
+from apogee.broker.persistence import TableFile
+from apogee.common.atomic_file import load_json_table
+from apogee.common.validators import int32_problem, int64_problem, validate_group
 from apogee.remoting.bodies.route import DataVersion
 
 log = logging.getLogger("apogee.broker.subscriptions")
@@ -56,9 +64,25 @@ class SubscriptionGroupConfig:
         )
 
 
+MAX_RETRY_QUEUE_NUMS = 1024
+"""A group's retry topic gets this many queues at most (the limit of any topic's queues)."""
+
+
+def group_config_problem(config: SubscriptionGroupConfig) -> str | None:
+    """Why ``config`` may not enter the table, or None."""
+    if not 0 <= config.retry_queue_nums <= MAX_RETRY_QUEUE_NUMS:
+        return f"retryQueueNums {config.retry_queue_nums} is not between 0 and {MAX_RETRY_QUEUE_NUMS}"
+    return (
+        validate_group(config.group_name)
+        or int32_problem("retryMaxTimes", config.retry_max_times)
+        or int64_problem("brokerId", config.broker_id)
+        or int64_problem("whichBrokerWhenConsumeSlowly", config.which_broker_when_consume_slowly)
+    )
+
+
 class SubscriptionGroupManager:
     def __init__(self, path: Path | None, *, auto_create: bool, max_reconsume_times: int = 16) -> None:
-        self._path = path
+        self.file = TableFile(path, self.encode, write_at_once=True)
         self.auto_create = auto_create
         self.max_reconsume_times = max_reconsume_times
         self.table: dict[str, SubscriptionGroupConfig] = {}
@@ -71,7 +95,7 @@ class SubscriptionGroupManager:
             for name, cfg in (obj.get("subscriptionGroupTable") or {}).items():
                 self.table[name] = SubscriptionGroupConfig.from_json({"groupName": name, **cfg})
 
-        load_json_table(self._path, parse, log)
+        load_json_table(self.file.path, parse, log)
 
     def encode(self) -> bytes:
         return orjson.dumps(
@@ -84,19 +108,33 @@ class SubscriptionGroupManager:
 
     def _persist(self) -> None:
         self.data_version = DataVersion(int(time.time() * 1000), self.data_version.counter + 1)
-        if self._path is not None:
-            write_atomic(self._path, self.encode())
+        self.file.changed()
+
+    def get(self, group: str) -> SubscriptionGroupConfig | None:
+        """The group's config if it exists (nothing is created)."""
+        return self.table.get(group)
+
+    def creation_problem(self, group: str) -> str | None:
+        """Why ``find`` would not auto-create ``group``, or None when it would."""
+        if not self.auto_create:
+            return "subscription groups are not auto-created on this broker (autoCreateSubscriptionGroup=false)"
+        return validate_group(group)
 
     def find(self, group: str) -> SubscriptionGroupConfig | None:
-        """The group's config, auto-created when allowed (None otherwise)."""
+        """The group's config, auto-created when allowed and the name is legal (None otherwise)."""
         config = self.table.get(group)
-        if config is None and self.auto_create:
+        if config is None and self.auto_create and validate_group(group) is None:
             config = SubscriptionGroupConfig(group, retry_max_times=self.max_reconsume_times)
             self.table[group] = config
             self._persist()
         return config
 
     def put(self, config: SubscriptionGroupConfig) -> None:
+        """Create or replace a group (UPDATE_AND_CREATE_SUBSCRIPTIONGROUP); ValueError when
+        ``group_config_problem`` refuses it."""
+        problem = group_config_problem(config)
+        if problem is not None:
+            raise ValueError(f"group {config.group_name!r} refused: {problem}")
         self.table[config.group_name] = config
         self._persist()
 

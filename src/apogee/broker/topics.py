@@ -3,23 +3,28 @@
 Owns: which topics exist here, their read/write queue numbers and permissions, and the
 data version the NameServers use to tell whether a registration carries news.  System
 topics are created at start (TBW102 only while auto-creation is on).  Every change bumps the
-data version and is written atomically at once; the caller re-registers with the
-NameServers when ``create``/``update`` report a change.
+data version and marks ``file`` dirty: the broker's ``TableWriter`` writes a burst of changes
+once (an admin change before its answer), and on its own the table writes at once.  The
+caller re-registers with the NameServers when ``create``/``update`` report a change.
+
+Nothing enters the table that cannot be written back and registered: a name TopicValidator
+refuses, a permission with bits PermName does not define, or a number outside a Java int
+raises ValueError (``topic_config_problem``); processors check the same rules first so they
+can answer with the reason.
 """
 
 from __future__ import annotations
 
 import logging
-import re
 import time
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from apogee.common.atomic_file import load_json_table, write_atomic
+from apogee.broker.persistence import TableFile
+from apogee.common.atomic_file import load_json_table
 from apogee.common.constants import (
-    MAX_TOPIC_LENGTH,
     OFFSET_MOVED_EVENT,
     PERM_INHERIT,
     PERM_READ,
@@ -31,29 +36,35 @@ from apogee.common.constants import (
     TBW102,
     TRANS_CHECK_MAX_TIME_TOPIC,
 )
+from apogee.common.validators import (
+    NOT_ALLOWED_SEND_TOPICS,
+    int32_problem,
+    validate_perm,
+    validate_topic,
+)
 from apogee.remoting.bodies.route import DataVersion, TopicConfigData
+
+# NOT_ALLOWED_SEND_TOPICS and validate_topic live in common.validators; they are re-exported
+# here only for client/producer.py, which should import them from there (client never imports broker).
+__all__ = ["NOT_ALLOWED_SEND_TOPICS", "PERM_RW", "TopicConfigManager", "topic_config_problem", "validate_topic"]
 
 log = logging.getLogger("apogee.broker.topics")
 
 PERM_RW = PERM_READ | PERM_WRITE
-_TOPIC_CHARS = re.compile(r"^[%|a-zA-Z0-9_-]+$")
-
-# Topics the broker writes itself; producers may not send to them directly.
-NOT_ALLOWED_SEND_TOPICS = frozenset(
-    {SCHEDULE_TOPIC, RMQ_SYS_TRANS_HALF_TOPIC, RMQ_SYS_TRANS_OP_HALF_TOPIC,
-     TRANS_CHECK_MAX_TIME_TOPIC, OFFSET_MOVED_EVENT}
-)
 
 
-def validate_topic(topic: str) -> str | None:
-    """Why ``topic`` is not a legal topic name, or None when it is (RocketMQ's rules)."""
-    if not topic:
-        return "the topic name is empty"
-    if len(topic.encode()) > MAX_TOPIC_LENGTH:
-        return f"the topic name is longer than {MAX_TOPIC_LENGTH} bytes"
-    if not _TOPIC_CHARS.match(topic):
-        return f"the topic name {topic!r} contains characters other than letters, digits, %, |, - and _"
-    return None
+def topic_config_problem(config: TopicConfigData) -> str | None:
+    """Why ``config`` may not enter the table (it could not be written back or registered)."""
+    return validate_topic(config.topic_name) or _numbers_problem(config)
+
+
+def _numbers_problem(config: TopicConfigData) -> str | None:
+    return (
+        validate_perm(config.perm)
+        or int32_problem("readQueueNums", config.read_queue_nums)
+        or int32_problem("writeQueueNums", config.write_queue_nums)
+        or int32_problem("topicSysFlag", config.topic_sys_flag)
+    )
 
 
 class TopicConfigManager:
@@ -69,8 +80,8 @@ class TopicConfigManager:
         cluster_topic_enable: bool = True,
         broker_topic_enable: bool = True,
     ) -> None:
-        self._path = path
         self.table: dict[str, TopicConfigData] = {}
+        self.file = TableFile(path, self.encode, write_at_once=True)
         self.data_version = DataVersion(int(time.time() * 1000), 0)
         self._load()
         system = [
@@ -100,9 +111,14 @@ class TopicConfigManager:
         def parse(obj: dict[str, Any]) -> None:
             self.data_version = DataVersion.from_json(obj.get("dataVersion"))
             for name, tc in (obj.get("topicConfigTable") or {}).items():
-                self.table[name] = TopicConfigData.from_json({"topicName": name, **tc})
+                config = TopicConfigData.from_json({"topicName": name, **tc})
+                problem = _numbers_problem(config)  # names: the broker's own may be any text
+                if problem is not None:  # it could never be written back: drop it, loudly
+                    log.error("topic %s in %s dropped: %s", name, self.file.path, problem)
+                    continue
+                self.table[name] = config
 
-        load_json_table(self._path, parse, log)
+        load_json_table(self.file.path, parse, log)
 
     def encode(self) -> bytes:
         return orjson.dumps(
@@ -115,8 +131,22 @@ class TopicConfigManager:
 
     def _bump(self) -> None:
         self.data_version = DataVersion(int(time.time() * 1000), self.data_version.counter + 1)
-        if self._path is not None:
-            write_atomic(self._path, self.encode())
+        self.file.changed()
+
+    def _add(self, config: TopicConfigData) -> None:
+        problem = topic_config_problem(config)
+        if problem is not None:
+            raise ValueError(f"topic {config.topic_name!r} refused: {problem}")
+        self.table[config.topic_name] = config
+        self._bump()
+
+    def add_if_absent(self, config: TopicConfigData) -> tuple[TopicConfigData, bool]:
+        """The topic's config, ``config`` added when it has none; True when it was added."""
+        existing = self.table.get(config.topic_name)
+        if existing is not None:
+            return existing, False
+        self._add(config)
+        return config, True
 
     # --- queries and changes ------------------------------------------------------------------
 
@@ -125,8 +155,7 @@ class TopicConfigManager:
 
     def put(self, config: TopicConfigData) -> None:
         """Create or replace a topic (UPDATE_AND_CREATE_TOPIC)."""
-        self.table[config.topic_name] = config
-        self._bump()
+        self._add(config)
 
     def delete(self, topic: str) -> bool:
         if self.table.pop(topic, None) is None:
@@ -139,34 +168,34 @@ class TopicConfigManager:
     ) -> TopicConfigData | None:
         """Auto-create ``topic`` from the template ``default_topic`` (TBW102) on first send.
 
-        Only when the template exists here and carries the INHERIT permission; the new
-        topic gets min(requested, template) queues and the template's permission without
-        INHERIT.  Returns the (existing or new) config, or None when creation is refused.
+        Returns the (existing or new) config, or None when creation is refused
+        (``plan_in_send``).
         """
         existing = self.table.get(topic)
         if existing is not None:
             return existing
+        config = self.plan_in_send(topic, default_topic, queue_nums, topic_sys_flag)
+        if config is not None:
+            self._add(config)
+            log.info("auto-created topic %s with %d queues", topic, config.write_queue_nums)
+        return config
+
+    def plan_in_send(
+        self, topic: str, default_topic: str, queue_nums: int, topic_sys_flag: int = 0
+    ) -> TopicConfigData | None:
+        """The config ``create_in_send`` would add, without adding it (a send is judged whole
+        before anything changes).  Only when the template exists here and carries the INHERIT
+        permission: min(requested, template) queues and the template's permission without
+        INHERIT; None otherwise."""
         template = self.table.get(default_topic)
         if template is None or not template.perm & PERM_INHERIT:
             return None
         n = max(1, min(queue_nums, template.write_queue_nums))
-        config = TopicConfigData(
-            topic, n, n, template.perm & ~PERM_INHERIT, topic_sys_flag=topic_sys_flag
-        )
-        self.table[topic] = config
-        self._bump()
-        log.info("auto-created topic %s with %d queues", topic, n)
-        return config
+        return TopicConfigData(topic, n, n, template.perm & ~PERM_INHERIT, topic_sys_flag=topic_sys_flag)
 
     def create_system_like(self, topic: str, queue_nums: int, perm: int = PERM_RW) -> tuple[TopicConfigData, bool]:
         """Get or create a topic the broker itself needs (%RETRY%group, %DLQ%group)."""
-        existing = self.table.get(topic)
-        if existing is not None:
-            return existing, False
-        config = TopicConfigData(topic, queue_nums, queue_nums, perm)
-        self.table[topic] = config
-        self._bump()
-        return config, True
+        return self.add_if_absent(TopicConfigData(topic, queue_nums, queue_nums, perm))
 
     def is_order_topic(self, topic: str) -> bool:
         config = self.table.get(topic)

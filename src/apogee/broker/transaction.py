@@ -29,6 +29,7 @@ import random
 import time
 from typing import TYPE_CHECKING
 
+from apogee.broker.records import message_at
 from apogee.common import constants as c
 from apogee.common.java_hash import tags_code
 from apogee.common.message import MessageExt
@@ -127,7 +128,7 @@ class TransactionService:
         self, producer_group: str, half_queue_offset: int, commit_log_offset: int, commit: bool
     ) -> str | None:
         """Commit or roll back one half message; returns an error text, None on success."""
-        half = self.b.store.look_message_by_offset(commit_log_offset)
+        half = message_at(self.b.store, commit_log_offset)  # a record must start there
         if half is None:
             return f"no half message at commit log offset {commit_log_offset}"
         if half.topic != c.RMQ_SYS_TRANS_HALF_TOPIC:

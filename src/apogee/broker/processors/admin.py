@@ -1,6 +1,13 @@
 """Queue metadata, message lookup and topic administration (RocketMQ's AdminBrokerProcessor
 and QueryMessageProcessor): GET_MAX/MIN_OFFSET, SEARCH_OFFSET_BY_TIMESTAMP,
-GET_EARLIEST_MSG_STORETIME, VIEW_MESSAGE_BY_ID, QUERY_MESSAGE, topic and group admin."""
+GET_EARLIEST_MSG_STORETIME, VIEW_MESSAGE_BY_ID, QUERY_MESSAGE, topic and group admin.
+
+An admin change (topic or group created, updated or deleted, offsets reset) is on disk
+before it is answered, as RocketMQ persists these at once: the table's file is written by the
+broker's ``TableWriter`` off the event loop, and a write that fails is answered with the
+error (the change stays in memory and the writer keeps retrying).  A request that is refused
+changes nothing.
+"""
 
 from __future__ import annotations
 
@@ -9,12 +16,14 @@ from typing import TYPE_CHECKING
 
 import orjson
 
-from apogee.broker.subscriptions import SubscriptionGroupConfig
-from apogee.broker.topics import validate_topic
+from apogee.broker.persistence import TableFile
+from apogee.broker.records import record_at
+from apogee.broker.subscriptions import SubscriptionGroupConfig, group_config_problem
+from apogee.broker.topics import topic_config_problem
 from apogee.common.constants import SYSTEM_TOPIC_PREFIX
+from apogee.common.lenient_json import loads
 from apogee.errors import HeaderError
 from apogee.remoting.bodies.heartbeat import QueueKey, encode_reset_offset_body
-from apogee.common.lenient_json import loads
 from apogee.remoting.bodies.route import TopicConfigData
 from apogee.remoting.codes import VERSION_V3_0_7_SNAPSHOT, LanguageCode, RequestCode, ResponseCode
 from apogee.remoting.command import RemotingCommand
@@ -32,7 +41,7 @@ from apogee.remoting.headers.consumer import (
     TopicQueueRequestHeader,
     ViewMessageRequestHeader,
 )
-from apogee.remoting.server import RequestDispatcher
+from apogee.remoting.server import Processor, RequestDispatcher
 
 if TYPE_CHECKING:
     from apogee.broker.controller import BrokerController
@@ -40,6 +49,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("apogee.broker.admin")
 
 DEFAULT_QUERY_MAX_NUM = 32
+MAX_QUEUE_NUMS = 1024
+TOPIC_FILTER_TYPES = ("SINGLE_TAG", "MULTI_TAG")  # RocketMQ's TopicFilterType
 
 
 class AdminProcessor:
@@ -47,7 +58,7 @@ class AdminProcessor:
         self.b = broker
 
     def register_with(self, dispatcher: RequestDispatcher) -> None:
-        for code, handler in {
+        handlers: dict[int, Processor] = {
             RequestCode.GET_MAX_OFFSET: self.get_max_offset,
             RequestCode.GET_MIN_OFFSET: self.get_min_offset,
             RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: self.search_offset,
@@ -67,7 +78,8 @@ class AdminProcessor:
             RequestCode.DELETE_SUBSCRIPTIONGROUP: self.delete_group,
             RequestCode.GET_BROKER_RUNTIME_INFO: self.runtime_info,
             RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: self.reset_offset,
-        }.items():
+        }
+        for code, handler in handlers.items():
             dispatcher.register(code, handler)
 
     # --- queue metadata -----------------------------------------------------------------------
@@ -97,8 +109,9 @@ class AdminProcessor:
     # --- message lookup -----------------------------------------------------------------------
 
     def view_message(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+        """One record, and only where one starts (``records.record_at``)."""
         h = ViewMessageRequestHeader.decode(req.ext_fields)
-        record = self.b.store.select_one_message_by_offset(h.offset)
+        record = record_at(self.b.store, h.offset)
         if record is None:
             return req.response(ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {h.offset}")
         return req.response(ResponseCode.SUCCESS, body=record)
@@ -113,37 +126,60 @@ class AdminProcessor:
             result.index_last_update_timestamp, result.index_last_update_phyoffset
         ).encode()
         if not result.buffers:
-            return req.response(ResponseCode.QUERY_NOT_FOUND, "can not find message, maybe time range not correct", ext_fields=ext)
+            return req.response(
+                ResponseCode.QUERY_NOT_FOUND, "can not find message, maybe time range not correct", ext_fields=ext
+            )
         return req.response(ResponseCode.SUCCESS, ext_fields=ext, body=result.buffers)
 
     # --- topics -------------------------------------------------------------------------------
 
-    def create_topic(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
-        h = CreateTopicRequestHeader.decode(req.ext_fields)
-        problem = validate_topic(h.topic)
-        if problem is not None:
-            return req.response(ResponseCode.SYSTEM_ERROR, problem)
-        if h.topic == self.b.config.broker_cluster_name:
-            return req.response(ResponseCode.SYSTEM_ERROR, f"the topic[{h.topic}] is conflict with system reserved words.")
-        if h.read_queue_nums < 1 or h.write_queue_nums < 1 or h.read_queue_nums > 1024 or h.write_queue_nums > 1024:
-            return req.response(ResponseCode.SYSTEM_ERROR, "readQueueNums and writeQueueNums must be between 1 and 1024")
-        self.b.topics.put(
-            TopicConfigData(
-                h.topic, h.read_queue_nums, h.write_queue_nums, h.perm, h.topic_filter_type,
-                h.topic_sys_flag or 0, h.order,
+    async def _saved(self, req: RemotingCommand, file: TableFile) -> RemotingCommand:
+        """SUCCESS once ``file`` is written; SYSTEM_ERROR saying so when that fails."""
+        try:
+            await self.b.table_writer.flush(file)
+        except Exception as exc:
+            return req.response(
+                ResponseCode.SYSTEM_ERROR,
+                f"the change is made but writing {file.name} failed ({type(exc).__name__}: {exc}); "
+                "the broker keeps retrying",
             )
-        )
-        self.b.registrar_trigger()
         return req.response(ResponseCode.SUCCESS)
 
-    def delete_topic(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+    async def create_topic(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+        h = CreateTopicRequestHeader.decode(req.ext_fields)
+        if h.topic == self.b.config.broker_cluster_name:
+            return req.response(
+                ResponseCode.SYSTEM_ERROR, f"the topic[{h.topic}] is conflict with system reserved words."
+            )
+        if not (1 <= h.read_queue_nums <= MAX_QUEUE_NUMS and 1 <= h.write_queue_nums <= MAX_QUEUE_NUMS):
+            return req.response(
+                ResponseCode.SYSTEM_ERROR, f"readQueueNums and writeQueueNums must be between 1 and {MAX_QUEUE_NUMS}"
+            )
+        if h.topic_filter_type not in TOPIC_FILTER_TYPES:
+            return req.response(
+                ResponseCode.SYSTEM_ERROR, f"topicFilterType {h.topic_filter_type!r} is not one of {TOPIC_FILTER_TYPES}"
+            )
+        config = TopicConfigData(
+            h.topic, h.read_queue_nums, h.write_queue_nums, h.perm, h.topic_filter_type, h.topic_sys_flag or 0, h.order
+        )
+        problem = topic_config_problem(config)
+        if problem is not None:
+            return req.response(ResponseCode.SYSTEM_ERROR, problem)
+        self.b.topics.put(config)
+        self.b.registrar_trigger()
+        return await self._saved(req, self.b.topics.file)
+
+    async def delete_topic(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         h = DeleteTopicRequestHeader.decode(req.ext_fields)
         if h.topic.startswith(SYSTEM_TOPIC_PREFIX):
-            return req.response(ResponseCode.SYSTEM_ERROR, f"the topic[{h.topic}] is a system topic and cannot be deleted")
+            return req.response(
+                ResponseCode.SYSTEM_ERROR, f"the topic[{h.topic}] is a system topic and cannot be deleted"
+            )
         self.b.topics.delete(h.topic)
         self.b.offsets.remove_topic(h.topic)
         self.b.registrar_trigger()
-        return req.response(ResponseCode.SUCCESS)
+        answer = await self._saved(req, self.b.topics.file)
+        return answer if answer.code != ResponseCode.SUCCESS else await self._saved(req, self.b.offsets.file)
 
     def all_topic_config(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         return req.response(ResponseCode.SUCCESS, body=self.b.topics.encode())
@@ -195,7 +231,8 @@ class AdminProcessor:
             return req.response(ResponseCode.CONSUMER_NOT_ONLINE, f"the consumer group[{h.consumer_group}] not online")
         body = {
             "connectionSet": [
-                {"clientId": ch.client_id, "clientAddr": "%s:%d" % getattr(ch.conn, "peer", ("", 0)), "language": ch.language, "version": ch.version}
+                {"clientId": ch.client_id, "clientAddr": "{}:{}".format(*getattr(ch.conn, "peer", ("", 0))),
+                 "language": ch.language, "version": ch.version}
                 for ch in info.channels.values()
             ],
             "consumeType": info.consume_type,
@@ -213,25 +250,28 @@ class AdminProcessor:
 
     # --- subscription groups ------------------------------------------------------------------
 
-    def create_group(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+    async def create_group(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         try:
             config = SubscriptionGroupConfig.from_json(loads(req.body_bytes()))
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        except (ValueError, KeyError, TypeError, AttributeError, OverflowError) as exc:
             raise HeaderError(f"malformed subscription group body: {exc!r}") from None
+        problem = group_config_problem(config)
+        if problem is not None:
+            return req.response(ResponseCode.SYSTEM_ERROR, problem)
         self.b.subscriptions.put(config)
-        return req.response(ResponseCode.SUCCESS)
+        return await self._saved(req, self.b.subscriptions.file)
 
     def all_groups(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         return req.response(ResponseCode.SUCCESS, body=self.b.subscriptions.encode())
 
-    def delete_group(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+    async def delete_group(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         name = (req.ext_fields or {}).get("groupName")
         if not name:
             raise HeaderError("the custom field <groupName> is null")
         self.b.subscriptions.delete(name)
-        return req.response(ResponseCode.SUCCESS)
+        return await self._saved(req, self.b.subscriptions.file)
 
-    def reset_offset(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+    async def reset_offset(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         """Rewind (or forward) a group on a topic to a time, and tell its live consumers.
 
         Offsets are set here first, so a consumer that is offline picks them up when it
@@ -257,10 +297,14 @@ class AdminProcessor:
                 offsets[QueueKey(h.topic, self.b.config.broker_name, qid)] = target
             else:
                 offsets[QueueKey(h.topic, self.b.config.broker_name, qid)] = current
-        self.b.offsets.persist()
+        saved = await self._saved(req, self.b.offsets.file)
+        if saved.code != ResponseCode.SUCCESS:
+            return saved
         self._tell_consumers(h, offsets)
-        log.info("reset group %s on %s to %d: %s", h.group, h.topic, h.timestamp, {q.queue_id: o for q, o in offsets.items()})
-        return req.response(ResponseCode.SUCCESS, body=encode_reset_offset_body(offsets, java=req.language == LanguageCode.JAVA))
+        log.info("reset group %s on %s to %d: %s", h.group, h.topic, h.timestamp,
+                 {q.queue_id: o for q, o in offsets.items()})
+        body = encode_reset_offset_body(offsets, java=req.language == LanguageCode.JAVA)
+        return req.response(ResponseCode.SUCCESS, body=body)
 
     def _tell_consumers(self, h: ResetOffsetRequestHeader, offsets: dict[QueueKey, int]) -> None:
         info = self.b.clients.consumer_group(h.group)
@@ -274,9 +318,14 @@ class AdminProcessor:
             if channel.version < VERSION_V3_0_7_SNAPSHOT:
                 continue
             body = encode_reset_offset_body(offsets, java=channel.language == LanguageCode.JAVA)
-            conn.send(RemotingCommand.request(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, dict(header), body, oneway=True))
+            request = RemotingCommand.request(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, dict(header), body, oneway=True)
+            conn.send(request)
 
     def runtime_info(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         table = {k: str(v) for k, v in self.b.store.runtime_info().items()}
         table["brokerVersion"] = str(req.version)
+        # Table files (topics.json ...) whose writes failed, and the ones still behind.
+        writer = self.b.table_writer
+        table["tableWriteFailures"] = str(writer.failures)
+        table["tablesUnsaved"] = ",".join(f.name for f in writer.files if f.dirty)
         return req.response(ResponseCode.SUCCESS, body=orjson.dumps({"table": table}))

@@ -2,6 +2,10 @@
 QUERY/UPDATE_CONSUMER_OFFSET: what clients say about themselves and their progress.
 
 (RocketMQ's ClientManageProcessor and ConsumerManageProcessor.)
+
+Names that would enter a table are checked first (``common.validators``): a heartbeat whose
+consumer group name RocketMQ's clients would refuse is answered with the reason and
+registers nothing, and so is an offset commit for an illegal group or topic name.
 """
 
 from __future__ import annotations
@@ -13,9 +17,10 @@ from typing import TYPE_CHECKING
 from apogee.broker.clients import ClientChannel
 from apogee.broker.processors.pull import subscription_filter
 from apogee.broker.topics import PERM_RW
-from apogee.filter import TAG, FilterExpressionError
-from apogee.common.lenient_json import loads
 from apogee.common.constants import retry_topic
+from apogee.common.lenient_json import loads
+from apogee.common.validators import validate_group, validate_topic
+from apogee.filter import TAG, FilterExpressionError
 from apogee.remoting.bodies.heartbeat import (
     HeartbeatData,
     LockBatchRequest,
@@ -62,8 +67,12 @@ class ClientManageProcessor:
     # --- membership ---------------------------------------------------------------------------
 
     def _check_subscriptions(self, req: RemotingCommand, data: HeartbeatData) -> RemotingCommand | None:
-        """Reject a bad filter expression when it is subscribed, not when messages flow."""
+        """Reject a bad group name or filter expression when it is subscribed, not when
+        messages flow."""
         for consumer in data.consumers:
+            problem = validate_group(consumer.group_name)
+            if problem is not None:
+                return req.response(ResponseCode.SYSTEM_ERROR, f"consumer group refused: {problem}")
             for sub in consumer.subscriptions:
                 if sub.expression_type != TAG and not self.b.config.enable_property_filter:
                     return req.response(
@@ -92,10 +101,9 @@ class ClientManageProcessor:
         topics_created = False
         for consumer in data.consumers:
             group_config = self.b.subscriptions.find(consumer.group_name)
-            if group_config is not None:
-                _, created = self.b.topics.create_system_like(
-                    retry_topic(consumer.group_name), group_config.retry_queue_nums, PERM_RW
-                )
+            retry = retry_topic(consumer.group_name)
+            if group_config is not None and validate_topic(retry) is None:  # a group over 120 characters has none
+                _, created = self.b.topics.create_system_like(retry, group_config.retry_queue_nums, PERM_RW)
                 topics_created |= created
             changed = self.b.clients.register_consumer(consumer, channel)
             if changed:
@@ -127,7 +135,10 @@ class ClientManageProcessor:
         except (ValueError, AttributeError) as exc:
             return req.response(ResponseCode.SYSTEM_ERROR, f"malformed client config: {exc}")
         if expression_type != TAG and not self.b.config.enable_property_filter:
-            return req.response(ResponseCode.SYSTEM_ERROR, f"The broker does not support consumer to filter message by {expression_type}")
+            return req.response(
+                ResponseCode.SYSTEM_ERROR,
+                f"The broker does not support consumer to filter message by {expression_type}",
+            )
         try:
             subscription_filter(expression_type, expression)
         except FilterExpressionError as exc:
@@ -176,6 +187,9 @@ class ClientManageProcessor:
 
     def update_consumer_offset(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         h = UpdateConsumerOffsetRequestHeader.decode(req.ext_fields)
+        problem = validate_group(h.consumer_group) or validate_topic(h.topic)
+        if problem is not None:
+            return req.response(ResponseCode.SYSTEM_ERROR, problem)
         self.b.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
         return req.response(ResponseCode.SUCCESS)
 

@@ -79,7 +79,9 @@ class PullProcessor:
             return self._hold(req, h, message_filter)
         return self._response(req, h, result)
 
-    async def _hold(self, req: RemotingCommand, h: PullMessageRequestHeader, message_filter: MessageFilter) -> RemotingCommand:
+    async def _hold(
+        self, req: RemotingCommand, h: PullMessageRequestHeader, message_filter: MessageFilter
+    ) -> RemotingCommand:
         if self.b.config.long_polling_enable:
             timeout_ms = h.suspend_timeout_millis
         else:
@@ -97,18 +99,29 @@ class PullProcessor:
         return self._response(req, h, result)
 
     def _prepare(self, req: RemotingCommand, h: PullMessageRequestHeader) -> MessageFilter | RemotingCommand:
+        """The pull's filter, or its refusal.  A group that does not exist yet is created
+        (when allowed) only once the pull is accepted: a refused pull changes no table."""
         if not self.b.config.broker_permission & c.PERM_READ:
             return req.response(
                 ResponseCode.NO_PERMISSION, f"the broker[{self.b.broker_addr}] pulling message is forbidden"
             )
-        group = self.b.subscriptions.find(h.consumer_group)
+        group = self.b.subscriptions.get(h.consumer_group)
         if group is None:
-            return req.response(
-                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
-                f"subscription group [{h.consumer_group}] does not exist",
-            )
-        if not group.consume_enable:
+            problem = self.b.subscriptions.creation_problem(h.consumer_group)
+            if problem is not None:
+                return req.response(
+                    ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                    f"subscription group [{h.consumer_group}] does not exist: {problem}",
+                )
+        elif not group.consume_enable:
             return req.response(ResponseCode.NO_PERMISSION, f"subscription group no permission, {h.consumer_group}")
+        prepared = self._check(req, h)
+        if group is None and prepared.__class__ is not RemotingCommand:
+            self.b.subscriptions.find(h.consumer_group)  # accepted: auto-create it now
+        return prepared
+
+    def _check(self, req: RemotingCommand, h: PullMessageRequestHeader) -> MessageFilter | RemotingCommand:
+        """Topic, queue and subscription checks of a pull; its filter when they pass."""
         config = self.b.topics.get(h.topic)
         if config is None:
             return req.response(
@@ -132,7 +145,9 @@ class PullProcessor:
             try:
                 return subscription_filter(expression_type, h.subscription)
             except FilterExpressionError as exc:
-                return req.response(ResponseCode.SUBSCRIPTION_PARSE_FAILED, f"parse the consumer's subscription failed: {exc}")
+                return req.response(
+                    ResponseCode.SUBSCRIPTION_PARSE_FAILED, f"parse the consumer's subscription failed: {exc}"
+                )
         info = self.b.clients.consumer_group(h.consumer_group)
         if info is None:
             return req.response(
@@ -152,7 +167,9 @@ class PullProcessor:
         try:
             return filter_from_codes(sub.sub_string, sub.code_set, sub.expression_type)
         except FilterExpressionError as exc:
-            return req.response(ResponseCode.SUBSCRIPTION_PARSE_FAILED, f"parse the consumer's subscription failed: {exc}")
+            return req.response(
+                ResponseCode.SUBSCRIPTION_PARSE_FAILED, f"parse the consumer's subscription failed: {exc}"
+            )
 
     def _response(self, req: RemotingCommand, h: PullMessageRequestHeader, result: GetResult) -> RemotingCommand:
         status = result.status

@@ -4,6 +4,10 @@
 answered with RocketMQ's response code and a remark saying what to fix; a message is either
 stored whole or not at all.
 
+Which sends are taken, and with which answer otherwise, is decided by ``send_rules`` (one
+statement of every rule); the C fast path for plain SEND_MESSAGE_V2 judges with the same
+functions and only declines more.
+
 Rewrites applied on the way in, as the Java broker does:
 
 * a retry-topic message past its group's max reconsume times goes to ``%DLQ%<group>``;
@@ -15,13 +19,17 @@ Rewrites applied on the way in, as the Java broker does:
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import random
 import zlib
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
-from apogee.broker.topics import NOT_ALLOWED_SEND_TOPICS, PERM_RW, validate_topic
+from apogee.broker import send_rules as rules
+from apogee.broker.records import message_at
+from apogee.broker.send_rules import Refusal
+from apogee.broker.topics import PERM_RW
 from apogee.common import constants as c
 from apogee.common.accel import native
 from apogee.common.java_hash import tags_code
@@ -33,6 +41,7 @@ from apogee.common.message_codec import (
     properties_to_string,
 )
 from apogee.common.message_id import create_offset_msg_id
+from apogee.common.validators import validate_group, validate_topic
 from apogee.remoting.bodies.route import TopicConfigData
 from apogee.remoting.codes import VERSION_V3_4_9, RequestCode, ResponseCode
 from apogee.remoting.command import RemotingCommand
@@ -60,10 +69,9 @@ _PLAIN_KEYS = tuple(
     _V2[k]
     for k in ("topic", "queue_id", "sys_flag", "born_timestamp", "flag", "properties", "reconsume_times", "batch")
 )
-_TRAN_MASK = c.TRANSACTION_TYPE_MASK
-_PERM_WRITE = c.PERM_WRITE
-_MULTI_TAGS = c.MULTI_TAGS_FLAG
-_RETRY_PREFIX = c.RETRY_GROUP_TOPIC_PREFIX
+_body_refusal = rules.body_refusal
+_queue_refusal = rules.queue_refusal
+_TRAN_MASK = c.TRANSACTION_TYPE_MASK  # a transaction type needs the full path's rewrites
 _BORN_HOST = "apogee.born_host"  # Connection.attributes key: the peer as a record's BORNHOST
 _new_tuple = tuple.__new__
 _SUCCESS = int(ResponseCode.SUCCESS)
@@ -83,13 +91,19 @@ _STATUS_TO_CODE: dict[PutStatus, tuple[int, str | None]] = {
         ResponseCode.SYSTEM_ERROR,
         "create mapped file failed, server is busy or broken.",
     ),
-    PutStatus.MESSAGE_ILLEGAL: (ResponseCode.MESSAGE_ILLEGAL, "the message is illegal, maybe msg body or properties length not matched."),
-    PutStatus.PROPERTIES_SIZE_EXCEEDED: (ResponseCode.MESSAGE_ILLEGAL, "the message properties are longer than 32767 bytes"),
+    PutStatus.MESSAGE_ILLEGAL: (
+        ResponseCode.MESSAGE_ILLEGAL, "the message is illegal, maybe msg body or properties length not matched."
+    ),
+    PutStatus.PROPERTIES_SIZE_EXCEEDED: (
+        ResponseCode.MESSAGE_ILLEGAL, "the message properties are longer than 32767 bytes"
+    ),
     PutStatus.SERVICE_NOT_AVAILABLE: (
         ResponseCode.SERVICE_NOT_AVAILABLE,
         "service not available now: the broker's disk is nearly full, or the broker is shutting down or not writable",
     ),
-    PutStatus.OS_PAGECACHE_BUSY: (ResponseCode.SYSTEM_BUSY, "[PC_SYNCHRONIZED]broker busy, start flow control for a while"),
+    PutStatus.OS_PAGECACHE_BUSY: (
+        ResponseCode.SYSTEM_BUSY, "[PC_SYNCHRONIZED]broker busy, start flow control for a while"
+    ),
     PutStatus.DISK_FULL: (
         ResponseCode.SERVICE_NOT_AVAILABLE,
         "service not available now: the broker's disk is full; messages are refused until space is freed",
@@ -106,7 +120,9 @@ class SendProcessor:
     def __init__(self, broker: BrokerController) -> None:
         self.b = broker
         self._random = random.Random()
-        self._plain_topics: set[str] = set()
+        # topic -> (its config, the broker permission, sysflag bits) for which the rules that
+        # depend on the topic alone accepted plain sends (``_plain_topic``).
+        self._plain: dict[str, tuple[TopicConfigData, int, int]] = {}
         self._cluster: tuple[str, bytes] = ("", b"")
 
     def register_with(self, dispatcher: RequestDispatcher) -> None:
@@ -126,58 +142,37 @@ class SendProcessor:
             header.batch = True
         return header
 
+    def _refuse(self, req: RemotingCommand, refusal: Refusal) -> RemotingCommand:
+        return req.response(refusal.code, refusal.remark)
+
     def _check(
         self, req: RemotingCommand, h: SendMessageRequestHeader
-    ) -> tuple[TopicConfigData | None, RemotingCommand | None]:
-        """RocketMQ's msgCheck: permission, topic name, topic existence, queue id."""
-        if not self.b.config.broker_permission & c.PERM_WRITE:
-            return None, req.response(
-                ResponseCode.NO_PERMISSION,
-                f"the broker[{self.b.broker_addr}] sending message is forbidden",
-            )
-        problem = validate_topic(h.topic)
-        if problem is not None:
-            return None, req.response(ResponseCode.SYSTEM_ERROR, problem)
-        if h.topic in NOT_ALLOWED_SEND_TOPICS:
-            return None, req.response(
-                ResponseCode.NO_PERMISSION, f"sending message to topic[{h.topic}] is forbidden."
-            )
+    ) -> tuple[TopicConfigData | None, bool, RemotingCommand | None]:
+        """RocketMQ's msgCheck (``send_rules`` 1-5): permission, topic name, topic existence,
+        topic permission, queue id.  A topic that may be auto-created is judged as it would
+        be created, and returned with True: the caller adds it once the send is accepted."""
+        refusal = rules.broker_refusal(self.b.config.broker_permission, self.b.broker_addr) \
+            or rules.topic_name_refusal(h.topic)
+        if refusal is not None:
+            return None, False, self._refuse(req, refusal)
         config = self.b.topics.get(h.topic)
+        new_topic = config is None
         if config is None:
-            if h.topic.startswith(c.RETRY_GROUP_TOPIC_PREFIX):
-                config, _ = self.b.topics.create_system_like(h.topic, 1, PERM_RW)
+            if rules.is_retry_topic(h.topic):
+                config = TopicConfigData(h.topic, 1, 1, PERM_RW)
             else:
-                config = self.b.topics.create_in_send(
-                    h.topic, h.default_topic, h.default_topic_queue_nums
-                )
+                config = self.b.topics.plan_in_send(h.topic, h.default_topic, h.default_topic_queue_nums)
             if config is None:
-                return None, req.response(
-                    ResponseCode.TOPIC_NOT_EXIST,
-                    f"topic[{h.topic}] not exist, apply first please!",
-                )
-            self.b.registrar_trigger()
-        if not config.perm & c.PERM_WRITE:
-            return None, req.response(
-                ResponseCode.NO_PERMISSION, f"the topic[{h.topic}] sending message is forbidden"
-            )
-        if h.queue_id >= max(config.read_queue_nums, config.write_queue_nums):
-            return None, req.response(
-                ResponseCode.SYSTEM_ERROR,
-                f"request queueId[{h.queue_id}] is illegal, topic {h.topic} has "
-                f"{config.write_queue_nums} write queues",
-            )
-        return config, None
+                return None, False, self._refuse(req, rules.missing_topic(h.topic))
+        refusal = rules.topic_perm_refusal(h.topic, config.perm) \
+            or rules.queue_refusal(h.topic, h.queue_id, config.read_queue_nums, config.write_queue_nums)
+        if refusal is not None:
+            return None, False, self._refuse(req, refusal)
+        return config, new_topic, None
 
     def _check_body(self, req: RemotingCommand, body: bytes) -> RemotingCommand | None:
-        if not body:
-            return req.response(ResponseCode.MESSAGE_ILLEGAL, "the message body is empty")
-        limit = self.b.store_config.max_message_size
-        if len(body) > limit:
-            return req.response(
-                ResponseCode.MESSAGE_ILLEGAL,
-                f"the message body size {len(body)} is over the limit {limit} (maxMessageSize)",
-            )
-        return None
+        refusal = rules.body_refusal(len(body), self.b.store_config.max_message_size)
+        return None if refusal is None else self._refuse(req, refusal)
 
     def _pick_queue(self, h: SendMessageRequestHeader, config: TopicConfigData) -> int:
         if h.queue_id < 0:
@@ -193,40 +188,41 @@ class SendProcessor:
 
     def send(self, conn: Connection, req: RemotingCommand) -> Answer | Awaitable[Answer]:
         """Answer at once under ASYNC_FLUSH; under SYNC_FLUSH return an awaitable that
-        answers when the group commit has made the message durable."""
+        answers when the group commit has made the message durable (and, for a send that
+        created its topic, the topic table).  Every refusal comes before any table changes."""
         h = self._header(req)
-        config, rejection = self._check(req, h)
+        config, new_topic, rejection = self._check(req, h)
         if rejection is not None:
             return rejection
         assert config is not None
         body = req.body_bytes()
         if h.batch:
-            return self._send_batch(conn, req, h, config, body)
+            return self._send_batch(conn, req, h, config, new_topic, body)
         bad = self._check_body(req, body)
         if bad is not None:
             return bad
-        queue_id = self._pick_queue(h, config)
         props = parse_properties(h.properties) if h.properties else {}
+        sysflag = h.sys_flag | rules.topic_sysflag_bits(config.topic_filter_type)
+        tran_type = c.transaction_type(sysflag)
+        half = props.get(c.TRAN_MSG) == "true" and tran_type in (c.TRANSACTION_NOT_TYPE, c.TRANSACTION_PREPARED_TYPE)
+        if half:
+            refusal = rules.transaction_refusal(self.b.config.reject_transaction_message, self.b.broker_addr)
+            if refusal is not None:
+                return self._refuse(req, refusal)
         topic = h.topic
         reconsume_times = h.reconsume_times or 0
-        sysflag = h.sys_flag
-        if config.topic_filter_type == "MULTI_TAG":
-            sysflag |= c.MULTI_TAGS_FLAG
-
-        if topic.startswith(c.RETRY_GROUP_TOPIC_PREFIX):
-            redirected = self._retry_or_dlq(req, h, topic, reconsume_times, props)
-            if isinstance(redirected, RemotingCommand):
-                return redirected
-            if redirected is not None:
-                topic, queue_id = redirected
-
-        tran_type = c.transaction_type(sysflag)
-        if props.get(c.TRAN_MSG) == "true" and tran_type in (c.TRANSACTION_NOT_TYPE, c.TRANSACTION_PREPARED_TYPE):
-            if self.b.config.reject_transaction_message:
-                return req.response(
-                    ResponseCode.NO_PERMISSION,
-                    f"the broker[{self.b.broker_addr}] sending transaction message is forbidden",
-                )
+        redirected: tuple[str, int] | None = None
+        if rules.is_retry_topic(topic):
+            routed = self._retry_or_dlq(req, h, topic, reconsume_times)
+            if isinstance(routed, RemotingCommand):
+                return routed
+            redirected = routed
+        # Accepted: from here on tables may change.
+        table_version = self._create_topic(config) if new_topic else 0
+        queue_id = self._pick_queue(h, config)
+        if redirected is not None:
+            topic, queue_id = redirected
+        if half:
             props[c.REAL_TOPIC] = topic
             props[c.REAL_QID] = str(queue_id)
             topic, queue_id = c.RMQ_SYS_TRANS_HALF_TOPIC, 0
@@ -239,21 +235,58 @@ class SendProcessor:
         if topic != c.RMQ_SYS_TRANS_HALF_TOPIC:  # a half's delay applies when it is committed
             self.apply_delay(msg, props, tran_type)
         result, durable = self.b.store.put_message_nowait(msg)
+        return self._answer(req, result, durable, msg.queue_id, table_version)
+
+    def _create_topic(self, config: TopicConfigData) -> int:
+        """Add a topic an accepted send created; the topic table's version that holds it."""
+        _, created = self.b.topics.add_if_absent(config)
+        if created:
+            log.info("auto-created topic %s with %d queues", config.topic_name, config.write_queue_nums)
+            self.b.registrar_trigger()
+        return self.b.topics.file.version
+
+    def _answer(
+        self, req: RemotingCommand, result: PutResult, durable: Awaitable[PutStatus] | None, queue_id: int,
+        table_version: int,
+    ) -> Answer | Awaitable[Answer]:
         if durable is None:
-            return self._response(req, result, queue_id=msg.queue_id)
-        return self._after_flush(req, result, durable, msg.queue_id)
+            return self._response(req, result, queue_id=queue_id)
+        if table_version:
+            return self._after_flush_and_table(req, result, durable, queue_id, table_version)
+        return self._after_flush(req, result, durable, queue_id)
+
+    async def _after_flush_and_table(
+        self, req: RemotingCommand, result: PutResult, durable: Awaitable[PutStatus], queue_id: int, version: int
+    ) -> Answer:
+        """SYNC_FLUSH for a send that created its topic: the message and the topic table are
+        both on disk before the answer, so a crash cannot keep the message and lose its topic.
+        A table write that does not finish in syncFlushTimeout answers FLUSH_DISK_TIMEOUT
+        (stored, not yet durable), as a slow CommitLog flush does."""
+        # The table is written while the CommitLog flushes, not after.
+        table = asyncio.ensure_future(self.b.table_writer.saved(
+            self.b.topics.file, version, self.b.store_config.sync_flush_timeout_ms / 1000
+        ))
+        status = await durable
+        table_saved = await table
+        if status is not PutStatus.PUT_OK:
+            result.status = status
+        elif not table_saved:
+            result.status = PutStatus.FLUSH_DISK_TIMEOUT
+        return self._response(req, result, queue_id=queue_id)
 
     def _send_plain(
         self, conn: Connection, req: RemotingCommand
     ) -> Answer | Awaitable[Answer] | None:
         """The common SEND_MESSAGE_V2, stored by one C call; None declines and the full path
-        below decides (and answers any error).
+        (``send``) decides and answers, refusals included.
 
-        Common means: an existing writable topic that is not a retry topic, a queue id in
-        range, no transaction, a body within limits, and properties the broker stores as they
-        are apart from WAIT dropped and CLUSTER added (no DELAY, TRAN_MSG or CLUSTER, no
-        duplicate or empty name; ``native.scan_single``).  The stored record is byte for byte
-        the one the full path writes.
+        Taken only when ``send_rules`` accepts it -- judged by the same functions, the
+        per-topic rules once per topic config (``_plain_topic``) -- and nothing needs
+        rewriting: an existing topic, a chosen queue, no retry topic or transaction type, and
+        properties the broker stores as they are apart from WAIT dropped and CLUSTER added
+        (no DELAY, TRAN_MSG or CLUSTER, no duplicate or empty name; ``native.scan_single``).
+        Header numbers outside their Java ranges are declined by ``native.send_v2_fields``.
+        The stored record is byte for byte the one the full path writes.
         """
         ext = req.ext_fields
         if not ext:
@@ -267,34 +300,52 @@ class SendProcessor:
             return None
         topic, queue_id, sysflag, born_timestamp, flag, props, reconsume_times, props_len = fields
         config = self.b.topics.get(topic)
-        if config is None or not self.b.config.broker_permission & config.perm & _PERM_WRITE:
+        if config is None:
             return None
-        if topic not in self._plain_topics:  # what never changes for a topic name, checked once
-            if topic.startswith(_RETRY_PREFIX) or topic in NOT_ALLOWED_SEND_TOPICS or validate_topic(topic):
+        plain = self._plain.get(topic)
+        broker_perm = self.b.config.broker_permission
+        if plain is None or plain[0] is not config or plain[1] != broker_perm:
+            plain = self._plain_topic(topic, config, broker_perm)
+            if plain is None:
                 return None
-            self._plain_topics.add(topic)  # existing topics only: bounded by the topic table
-        if queue_id < 0 or (queue_id >= config.read_queue_nums and queue_id >= config.write_queue_nums):
-            return None
-        if config.topic_filter_type == "MULTI_TAG":
-            sysflag |= _MULTI_TAGS
         body = req.body
         if body.__class__ is not bytes:
             body = req.body_bytes()
-        if not body or len(body) > self.b.store_config.max_message_size:
-            return None
-        if sysflag & _TRAN_MASK:  # any transaction type but NOT_TYPE
+        if (
+            queue_id < 0
+            or sysflag & _TRAN_MASK
+            or _queue_refusal(topic, queue_id, config.read_queue_nums, config.write_queue_nums)
+            or _body_refusal(len(body), self.b.store_config.max_message_size)
+        ):
             return None
         born_host = conn.attributes.get(_BORN_HOST)
         if born_host is None:
             born_host = conn.attributes[_BORN_HOST] = _ipv4_peer(conn)
         # A NamedTuple built without its __new__ (its argument handling costs more than the rest).
         result, durable = self.b.store.put_plain_nowait(_new_tuple(PlainMessage, (
-            topic, queue_id, body, props, extra, props_len, sysflag, flag, born_timestamp, born_host,
+            topic, queue_id, body, props, extra, props_len, sysflag | plain[2], flag, born_timestamp, born_host,
             (self.b.store_ip, self.b.listen_port), reconsume_times,
         )))
         if durable is None:
             return self._response(req, result, queue_id=queue_id)
         return self._after_flush(req, result, durable, queue_id)
+
+    def _plain_topic(
+        self, topic: str, config: TopicConfigData, broker_perm: int
+    ) -> tuple[TopicConfigData, int, int] | None:
+        """The fast path's verdict on what depends on the topic and the broker alone
+        (``send_rules`` 1, 2 and 4, and no retry routing), kept per config object: a topic
+        update replaces the object, so the verdict is taken again."""
+        if (
+            rules.broker_refusal(broker_perm, "")
+            or rules.topic_name_refusal(topic)
+            or rules.topic_perm_refusal(topic, config.perm)
+            or rules.is_retry_topic(topic)
+        ):
+            return None
+        plain = (config, broker_perm, rules.topic_sysflag_bits(config.topic_filter_type))
+        self._plain[topic] = plain  # existing topics only: bounded by the topic table
+        return plain
 
     async def _after_flush(
         self, req: RemotingCommand, result: PutResult, durable: Awaitable[PutStatus], queue_id: int
@@ -310,14 +361,13 @@ class SendProcessor:
         h: SendMessageRequestHeader,
         topic: str,
         reconsume_times: int,
-        props: dict[str, str],
     ) -> tuple[str, int] | RemotingCommand | None:
+        """Where a message sent to a retry topic goes: its DLQ past the group's max reconsume
+        times (None: the retry topic itself).  Refused when the group does not exist."""
         group = topic[len(c.RETRY_GROUP_TOPIC_PREFIX) :]
         group_config = self.b.subscriptions.find(group)
         if group_config is None:
-            return req.response(
-                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {group}"
-            )
+            return self._refuse(req, rules.missing_group(group, self.b.subscriptions.creation_problem(group)))
         max_times = group_config.retry_max_times
         if req.version >= VERSION_V3_4_9 and h.max_reconsume_times is not None:
             max_times = h.max_reconsume_times
@@ -394,12 +444,12 @@ class SendProcessor:
         req: RemotingCommand,
         h: SendMessageRequestHeader,
         config: TopicConfigData,
+        new_topic: bool,
         body: bytes,
     ) -> Answer | Awaitable[Answer]:
-        if h.topic.startswith(c.RETRY_GROUP_TOPIC_PREFIX):
-            return req.response(ResponseCode.MESSAGE_ILLEGAL, "batch messages cannot be sent to a retry topic")
-        if not body:
-            return req.response(ResponseCode.MESSAGE_ILLEGAL, "the batch body is empty")
+        refusal = rules.batch_refusal(h.topic, len(body))
+        if refusal is not None:
+            return self._refuse(req, refusal)
         sysflag = h.sys_flag
         if sysflag & c.COMPRESSED_FLAG:
             # The C++ client 1.2.3 compresses the whole batch body; undo it and store the
@@ -409,7 +459,6 @@ class SendProcessor:
             except zlib.error as exc:
                 return req.response(ResponseCode.MESSAGE_ILLEGAL, f"the compressed batch body does not inflate: {exc}")
             sysflag &= ~c.COMPRESSED_FLAG
-        queue_id = self._pick_queue(h, config)
         batch_props = parse_properties(h.properties) if h.properties else {}
         batch_props.pop(c.WAIT, None)
         batch_props[c.CLUSTER] = self.b.config.broker_cluster_name
@@ -432,7 +481,10 @@ class SendProcessor:
                 if bad is not None:
                     return bad
                 if get_property(item.properties, c.DELAY):
-                    return req.response(ResponseCode.MESSAGE_ILLEGAL, "batch messages cannot have a delay level")
+                    return self._refuse(req, rules.BATCH_DELAY)
+        # Accepted: from here on tables may change.
+        table_version = self._create_topic(config) if new_topic else 0
+        queue_id = self._pick_queue(h, config)
         batch = InnerBatch(
             topic=h.topic,
             queue_id=queue_id,
@@ -447,28 +499,34 @@ class SendProcessor:
             reconsume_times=h.reconsume_times or 0,
         )
         result, durable = self.b.store.put_messages_nowait(batch)
-        if durable is None:
-            return self._response(req, result, queue_id=queue_id)
-        return self._after_flush(req, result, durable, queue_id)
+        return self._answer(req, result, durable, queue_id, table_version)
 
     # --- send back (retry / DLQ) --------------------------------------------------------------
 
     async def send_back(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+        """A consumer hands back a message it failed to consume: it goes to the group's retry
+        topic with a delay level, or to its DLQ past the max reconsume times.  Refusals first
+        (broker permission, the group and its retry topic's names, the message), then changes."""
         h = ConsumerSendMsgBackRequestHeader.decode(req.ext_fields)
-        group_config = self.b.subscriptions.find(h.group)
-        if group_config is None:
+        refusal = rules.broker_refusal(self.b.config.broker_permission, self.b.broker_addr)
+        if refusal is not None:
+            return self._refuse(req, refusal)
+        problem = validate_group(h.group)
+        if problem is not None:
+            return self._refuse(req, rules.missing_group(h.group, problem))
+        problem = validate_topic(c.retry_topic(h.group))
+        if problem is not None:
             return req.response(
-                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {h.group}"
+                ResponseCode.SYSTEM_ERROR, f"the retry topic of group {h.group} is not a legal topic: {problem}"
             )
-        if not self.b.config.broker_permission & c.PERM_WRITE:
-            return req.response(
-                ResponseCode.NO_PERMISSION, f"the broker[{self.b.broker_addr}] sending message is forbidden"
-            )
-        if group_config.retry_queue_nums <= 0:
-            return req.response(ResponseCode.SUCCESS)
-        original = self.b.store.look_message_by_offset(h.offset)
+        original = message_at(self.b.store, h.offset)
         if original is None:
             return req.response(ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {h.offset}")
+        group_config = self.b.subscriptions.find(h.group)
+        if group_config is None:
+            return self._refuse(req, rules.missing_group(h.group, self.b.subscriptions.creation_problem(h.group)))
+        if group_config.retry_queue_nums <= 0:
+            return req.response(ResponseCode.SUCCESS)
         props = dict(original.properties)
         if c.RETRY_TOPIC not in props:
             props[c.RETRY_TOPIC] = original.topic
@@ -491,8 +549,9 @@ class SendProcessor:
                 delay = 3 + reconsume
         if created:
             self.b.registrar_trigger()
-        if not config.perm & c.PERM_WRITE:
-            return req.response(ResponseCode.NO_PERMISSION, f"the topic[{topic}] sending message is forbidden")
+        refusal = rules.topic_perm_refusal(topic, config.perm)
+        if refusal is not None:
+            return self._refuse(req, refusal)
         if c.ORIGIN_MESSAGE_ID not in props:
             props[c.ORIGIN_MESSAGE_ID] = h.origin_msg_id or create_offset_msg_id(
                 original.store_host[0], original.store_host[1], original.commit_log_offset

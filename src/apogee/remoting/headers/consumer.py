@@ -4,29 +4,29 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from apogee.remoting.headers.base import Header, wire
+from apogee.remoting.headers.base import Header, Int32, Int64, Perm, wire
 
 
 @dataclass
 class QueryConsumerOffsetRequestHeader(Header):
     consumer_group: str
     topic: str
-    queue_id: int
+    queue_id: Int32
 
 
 @dataclass
 class UpdateConsumerOffsetRequestHeader(Header):
     consumer_group: str
     topic: str
-    queue_id: int
-    commit_offset: int
+    queue_id: Int32
+    commit_offset: Int64
 
 
 @dataclass
 class OffsetResponseHeader(Header):
     """QUERY_CONSUMER_OFFSET, GET_MAX_OFFSET, GET_MIN_OFFSET, SEARCH_OFFSET_BY_TIMESTAMP."""
 
-    offset: int
+    offset: Int64
 
 
 @dataclass
@@ -34,39 +34,39 @@ class TopicQueueRequestHeader(Header):
     """GET_MAX_OFFSET, GET_MIN_OFFSET, GET_EARLIEST_MSG_STORETIME."""
 
     topic: str
-    queue_id: int
+    queue_id: Int32
 
 
 @dataclass
 class SearchOffsetRequestHeader(Header):
     topic: str
-    queue_id: int
-    timestamp: int
+    queue_id: Int32
+    timestamp: Int64
 
 
 @dataclass
 class GetEarliestMsgStoretimeResponseHeader(Header):
-    timestamp: int
+    timestamp: Int64
 
 
 @dataclass
 class ViewMessageRequestHeader(Header):
-    offset: int
+    offset: Int64
 
 
 @dataclass
 class QueryMessageRequestHeader(Header):
     topic: str
     key: str
-    max_num: int
-    begin_timestamp: int
-    end_timestamp: int
+    max_num: Int32
+    begin_timestamp: Int64
+    end_timestamp: Int64
 
 
 @dataclass
 class QueryMessageResponseHeader(Header):
-    index_last_update_timestamp: int
-    index_last_update_phyoffset: int
+    index_last_update_timestamp: Int64
+    index_last_update_phyoffset: Int64
 
 
 @dataclass
@@ -90,11 +90,11 @@ class NotifyConsumerIdsChangedRequestHeader(Header):
 class CreateTopicRequestHeader(Header):
     topic: str
     default_topic: str = "TBW102"
-    read_queue_nums: int = 16
-    write_queue_nums: int = 16
-    perm: int = 6
+    read_queue_nums: Int32 = 16
+    write_queue_nums: Int32 = 16
+    perm: Perm = 6
     topic_filter_type: str = "SINGLE_TAG"
-    topic_sys_flag: int | None = None
+    topic_sys_flag: Int32 | None = None
     order: bool = False
 
 
@@ -107,5 +107,5 @@ class DeleteTopicRequestHeader(Header):
 class ResetOffsetRequestHeader(Header):
     topic: str
     group: str
-    timestamp: int
+    timestamp: Int64
     is_force: bool = False

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from apogee.remoting.headers.base import Header
+from apogee.remoting.headers.base import Header, Int32, Int64
 
 
 @dataclass
@@ -19,9 +19,9 @@ class RegisterBrokerRequestHeader(Header):
     broker_addr: str
     cluster_name: str
     ha_server_addr: str
-    broker_id: int
+    broker_id: Int64
     compressed: bool = False
-    body_crc32: int = 0
+    body_crc32: Int32 = 0
 
 
 @dataclass
@@ -35,7 +35,7 @@ class UnRegisterBrokerRequestHeader(Header):
     broker_name: str
     broker_addr: str
     cluster_name: str
-    broker_id: int
+    broker_id: Int64
 
 
 @dataclass
@@ -73,7 +73,7 @@ class QueryDataVersionRequestHeader(Header):
     broker_name: str
     broker_addr: str
     cluster_name: str
-    broker_id: int
+    broker_id: Int64
 
 
 @dataclass

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from apogee.remoting.headers.base import Header
+from apogee.remoting.headers.base import Header, Int32, Int64
 
 FLAG_COMMIT_OFFSET = 0x1
 FLAG_SUSPEND = 0x2
@@ -17,13 +17,13 @@ FLAG_LITE_PULL_MESSAGE = 0x10
 class PullMessageRequestHeader(Header):
     consumer_group: str
     topic: str
-    queue_id: int
-    queue_offset: int
-    max_msg_nums: int
-    sys_flag: int
-    commit_offset: int
-    suspend_timeout_millis: int
-    sub_version: int
+    queue_id: Int32
+    queue_offset: Int64
+    max_msg_nums: Int32
+    sys_flag: Int32
+    commit_offset: Int64
+    suspend_timeout_millis: Int64
+    sub_version: Int64
     subscription: str | None = None
     expression_type: str | None = None
 
@@ -32,7 +32,7 @@ class PullMessageRequestHeader(Header):
 class PullMessageResponseHeader(Header):
     """All four fields must be present on every status: the C++ and Node clients need them."""
 
-    suggest_which_broker_id: int
-    next_begin_offset: int
-    min_offset: int
-    max_offset: int
+    suggest_which_broker_id: Int64
+    next_begin_offset: Int64
+    min_offset: Int64
+    max_offset: Int64

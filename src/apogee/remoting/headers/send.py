@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from apogee.remoting.headers.base import Header, wire
+from apogee.remoting.headers.base import Header, Int32, Int64, wire
 
 
 @dataclass
@@ -15,16 +15,16 @@ class SendMessageRequestHeader(Header):
     producer_group: str
     topic: str
     default_topic: str
-    default_topic_queue_nums: int
-    queue_id: int
-    sys_flag: int
-    born_timestamp: int
-    flag: int
+    default_topic_queue_nums: Int32
+    queue_id: Int32
+    sys_flag: Int32
+    born_timestamp: Int64
+    flag: Int32
     properties: str | None = None
-    reconsume_times: int | None = None
+    reconsume_times: Int32 | None = None
     unit_mode: bool | None = None
     batch: bool | None = None
-    max_reconsume_times: int | None = None
+    max_reconsume_times: Int32 | None = None
 
 
 @dataclass
@@ -34,15 +34,15 @@ class SendMessageRequestHeaderV2(Header):
     producer_group: str = wire("a")
     topic: str = wire("b")
     default_topic: str = wire("c")
-    default_topic_queue_nums: int = wire("d")
-    queue_id: int = wire("e")
-    sys_flag: int = wire("f")
-    born_timestamp: int = wire("g")
-    flag: int = wire("h")
+    default_topic_queue_nums: Int32 = wire("d")
+    queue_id: Int32 = wire("e")
+    sys_flag: Int32 = wire("f")
+    born_timestamp: Int64 = wire("g")
+    flag: Int32 = wire("h")
     properties: str | None = wire("i", None)
-    reconsume_times: int | None = wire("j", None)
+    reconsume_times: Int32 | None = wire("j", None)
     unit_mode: bool | None = wire("k", None)
-    max_reconsume_times: int | None = wire("l", None)
+    max_reconsume_times: Int32 | None = wire("l", None)
     batch: bool | None = wire("m", None)
 
     def to_v1(self) -> SendMessageRequestHeader:
@@ -64,28 +64,28 @@ class SendMessageRequestHeaderV2(Header):
 @dataclass
 class SendMessageResponseHeader(Header):
     msg_id: str
-    queue_id: int
-    queue_offset: int
+    queue_id: Int32
+    queue_offset: Int64
     transaction_id: str | None = None
 
 
 @dataclass
 class ConsumerSendMsgBackRequestHeader(Header):
-    offset: int
+    offset: Int64
     group: str
-    delay_level: int
+    delay_level: Int32
     origin_msg_id: str | None = None
     origin_topic: str | None = None
     unit_mode: bool | None = None
-    max_reconsume_times: int | None = None
+    max_reconsume_times: Int32 | None = None
 
 
 @dataclass
 class EndTransactionRequestHeader(Header):
     producer_group: str
-    tran_state_table_offset: int
-    commit_log_offset: int
-    commit_or_rollback: int
+    tran_state_table_offset: Int64
+    commit_log_offset: Int64
+    commit_or_rollback: Int32
     msg_id: str
     from_transaction_check: bool = False
     transaction_id: str | None = None
@@ -93,8 +93,8 @@ class EndTransactionRequestHeader(Header):
 
 @dataclass
 class CheckTransactionStateRequestHeader(Header):
-    tran_state_table_offset: int
-    commit_log_offset: int
+    tran_state_table_offset: Int64
+    commit_log_offset: Int64
     msg_id: str | None = None
     transaction_id: str | None = None
     offset_msg_id: str | None = None
