@@ -58,6 +58,9 @@ class BrokerConfig:
     register_broker_timeout_ms: int = field(default=6_000, metadata=rmq_key("registerBrokerTimeoutMills"))
     notify_consumer_ids_changed_enable: bool = True
     long_polling_enable: bool = True
+    # Pulls one connection may have held by long polling at once; one more is answered
+    # SYSTEM_BUSY (Apogee's: a client holds one per queue it consumes from this broker).
+    max_held_pulls_per_connection: int = 1024
     short_polling_time_ms: int = field(default=1_000, metadata=rmq_key("shortPollingTimeMills"))
     # Consumer offsets, subscription groups and delay progress are written this often.
     flush_consumer_offset_interval_ms: int = field(

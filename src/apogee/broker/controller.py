@@ -73,7 +73,7 @@ class BrokerController:
         )
         self.clients = ClientManager()
         self.locks = RebalanceLockManager(config.rebalance_lock_max_live_time_ms)
-        self.long_polling = PullRequestHoldService()
+        self.long_polling = PullRequestHoldService(config.max_held_pulls_per_connection)
         self.schedule = ScheduleService(self, config_dir / "delayOffset.json")
         self.transactions = TransactionService(self)
         self.dispatcher = RequestDispatcher()
