@@ -42,6 +42,10 @@ _OPAQUE_MASK = 0x7FFFFFFF
 _PACE = 64 * 1024
 
 
+def _nbytes(parts: list[Buffer]) -> int:
+    return sum(part.nbytes if part.__class__ is memoryview else len(part) for part in parts)
+
+
 class Dispatcher(Protocol):
     """Whatever answers requests that arrive on a connection."""
 
@@ -126,8 +130,12 @@ class Connection(asyncio.Protocol):
         # the rest joined when the turn ends (one syscall instead of one per response when
         # many requests are in flight).  A lone request or response per turn, the
         # request/reply pattern, leaves at once.
-        self._outbox: list[object] = []
+        self._outbox: list[Buffer] = []
         self._turn_open = False
+        # Bytes of the frames with a body in the outbox: past the high-water mark the outbox
+        # is written before the turn ends, so the transport can say when to pause.
+        self._outbox_bytes = 0
+        self._outbox_limit = config.write_buffer_high_water_mark or _PACE
         self._loop = asyncio.get_running_loop()
         self.closed_future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.peer: tuple[str, int] = ("", 0)
@@ -258,9 +266,11 @@ class Connection(asyncio.Protocol):
     def resume_writing(self) -> None:
         """The transport drained below the low-water mark: send what waited, then read again."""
         self._write_paused = False
-        self._send_outbox_paced()
+        self._send_outbox()
         if self._write_paused or self._closed:
             return
+        if not self._outbox:
+            self._turn_open = False
         for waiter in self._drain_waiters:
             if not waiter.done():
                 waiter.set_result(None)
@@ -278,28 +288,6 @@ class Connection(asyncio.Protocol):
             self._transport.resume_reading()
             if self._limits is not None:
                 self._limits.frames.restart(self)  # its frame could not progress while paused
-
-    def _send_outbox_paced(self) -> None:
-        """Write what waited in the outbox, joined in chunks of about ``_PACE`` bytes, until
-        the transport is above its high-water mark again (the rest keeps waiting, in order)."""
-        outbox, self._outbox = self._outbox, []
-        transport = self._transport
-        if transport is None or transport.is_closing():
-            return
-        start = size = 0
-        end = len(outbox)
-        for i in range(end):
-            part = outbox[i]
-            size += part.nbytes if part.__class__ is memoryview else len(part)  # type: ignore[arg-type]
-            if size >= _PACE or i == end - 1:
-                transport.write(outbox[start] if i == start else b"".join(outbox[start : i + 1]))  # type: ignore[arg-type]
-                start, size = i + 1, 0
-                if self._write_paused:
-                    break
-        if start < end:
-            self._outbox[:0] = outbox[start:]  # ahead of the marker a new pause appended
-        elif not self._outbox:
-            self._turn_open = False
 
     # --- sending ------------------------------------------------------------------------------
 
@@ -344,6 +332,10 @@ class Connection(asyncio.Protocol):
             self._loop.call_soon(self._end_turn)  # after the write: the peer starts sooner
             return
         self._outbox += parts
+        if len(parts) > 1:  # a frame with a body (those without are small)
+            self._outbox_bytes += _nbytes(parts)
+            if self._outbox_bytes > self._outbox_limit:
+                self._send_outbox()
 
     def _end_turn(self) -> None:
         if self._outbox:
@@ -352,15 +344,42 @@ class Connection(asyncio.Protocol):
             self._turn_open = False
 
     def _flush_outbox(self) -> None:
-        # One write of the joined buffers: uvloop's writelines issues a send() per buffer,
-        # and a syscall costs far more than copying the bytes once (stored messages stay
-        # memoryview slices of the CommitLog until this single copy).
+        """End the turn: write what it collected (unless the peer is not reading)."""
         if self._write_paused:
-            return  # resume_writing sends them, paced
+            return  # resume_writing sends it
         self._turn_open = False
+        self._send_outbox()
+
+    def _send_outbox(self) -> None:
+        """Write the outbox.  Usually one write of the joined buffers: uvloop's writelines
+        issues a send() per buffer, and a syscall costs far more than copying the bytes once
+        (stored messages stay memoryview slices of the CommitLog until this single copy).
+        Past the high-water mark it goes in chunks of about ``_PACE`` bytes and stops as
+        soon as the transport pauses; the rest keeps waiting, in order, as views."""
+        if self._write_paused:
+            return
         outbox, self._outbox = self._outbox, []
-        if outbox and self._transport is not None and not self._transport.is_closing():
-            self._transport.write(outbox[0] if len(outbox) == 1 else b"".join(outbox))  # type: ignore[arg-type]
+        counted, self._outbox_bytes = self._outbox_bytes, 0
+        transport = self._transport
+        if not outbox or transport is None or transport.is_closing():
+            return
+        if counted <= _PACE:
+            transport.write(outbox[0] if len(outbox) == 1 else b"".join(outbox))
+            return
+        start = size = 0
+        end = len(outbox)
+        for i in range(end):
+            part = outbox[i]
+            size += part.nbytes if part.__class__ is memoryview else len(part)
+            if size >= _PACE or i == end - 1:
+                transport.write(outbox[start] if i == start else b"".join(outbox[start : i + 1]))
+                start, size = i + 1, 0
+                if self._write_paused:
+                    break
+        if start < end:
+            rest = outbox[start:]
+            self._outbox[:0] = rest  # ahead of the marker pause_writing appended
+            self._outbox_bytes = _nbytes(rest)
 
     async def drain(self) -> None:
         """Wait until the transport's write buffer is below its high-water mark."""
@@ -479,7 +498,9 @@ class Connection(asyncio.Protocol):
                 # socket (and the queue) for as long as it pleases.
                 self._transport.abort()
             else:
-                self._flush_outbox()  # what was already answered still goes out
+                outbox, self._outbox = self._outbox, []
+                if outbox and not self._transport.is_closing():  # what was answered still goes out
+                    self._transport.write(b"".join(outbox))
                 self._transport.close()
         self._closed = True
         self._decoder.discard()

@@ -49,12 +49,13 @@ class LimitCounters:
 
 
 class RateLimitedLog:
-    """One log line per ``interval_s`` for a kind of event, counting those it left out.
+    """At most one log line per ``interval_s`` for a kind of event; the events left out are
+    told with the next line, or by ``flush`` once the interval is over.
 
-    A flood (two thousand refused connections) is told in a line or two, not one per event.
+    A flood (two thousand refused connections) is told in two lines, not one per event.
     """
 
-    __slots__ = ("_logger", "_level", "_interval_s", "_next_at", "_suppressed", "_clock")
+    __slots__ = ("_logger", "_level", "_interval_s", "_next_at", "_suppressed", "_last", "_clock")
 
     def __init__(self, logger: logging.Logger, level: int = logging.WARNING, interval_s: float = 10.0) -> None:
         self._logger = logger
@@ -62,19 +63,30 @@ class RateLimitedLog:
         self._interval_s = interval_s
         self._next_at = 0.0
         self._suppressed = 0
+        self._last: tuple[str, tuple[object, ...]] = ("", ())
         self._clock = time.monotonic
 
     def __call__(self, msg: str, *args: object) -> None:
         now = self._clock()
         if now < self._next_at:
             self._suppressed += 1
+            self._last = (msg, args)
             return
         if self._suppressed:
-            msg += " (and %d more like it in the last %.0f s)"
-            args = (*args, self._suppressed, self._interval_s)
-            self._suppressed = 0
+            self._tell_suppressed()
         self._next_at = now + self._interval_s
         self._logger.log(self._level, msg, *args)
+
+    def flush(self) -> None:
+        """Tell the events left out, once their interval is over."""
+        if self._suppressed and self._clock() >= self._next_at:
+            self._tell_suppressed()
+
+    def _tell_suppressed(self) -> None:
+        msg, args = self._last
+        prefix = "%d more like this in the last %.0f s, the last: "
+        self._logger.log(self._level, prefix + msg, self._suppressed, self._interval_s, *args)
+        self._suppressed = 0
 
 
 class FrameHolder(Protocol):
@@ -197,3 +209,8 @@ class ServerLimits:
         if line is None:
             line = self._logs[kind] = RateLimitedLog(log)
         line(msg, *args)
+
+    def flush_logs(self) -> None:
+        """Tell what the rate-limited lines left out (called periodically by the server)."""
+        for line in self._logs.values():
+            line.flush()

@@ -264,6 +264,7 @@ class RemotingServer:
                 )
                 self.limits.warn("frame-timeout", "closing connection from %s:%d: %s", *conn.peer, reason)
                 conn.close(reason)
+            self.limits.flush_logs()
             now = time.monotonic()
             for conn in list(self.connections):
                 if now - conn.idle_since(now) > idle_limit:
