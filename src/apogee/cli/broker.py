@@ -42,7 +42,11 @@ def _print_config(*configs: object) -> None:
 @click.option("--config", "-c", "config_file", type=click.Path(dir_okay=False), help="broker.conf with RocketMQ property names.")
 @click.option("--listen", "-l", default=None, metavar="HOST:PORT", help="Address to serve on (default 0.0.0.0:10911).")
 @click.option("--store-dir", type=click.Path(file_okay=False), help="Store root directory (storePathRootDir).")
-@click.option("--broker-ip", help="IP clients use to reach this broker (brokerIP1); detected when absent.")
+@click.option(
+    "--broker-ip",
+    help="IP clients use to reach this broker (brokerIP1); default: the --listen host when it is one address, "
+    "else the first non-loopback IPv4 of this machine.",
+)
 @click.option("--print-config", "-p", is_flag=True, help="Print the effective configuration and exit.")
 @click.option("--log-level", default="INFO", show_default=True)
 def broker_command(
