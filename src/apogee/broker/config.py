@@ -101,7 +101,7 @@ class BrokerConfig:
     long_polling_enable: bool = True
     # Pulls one connection may have held by long polling at once; one more is answered
     # SYSTEM_BUSY (Apogee's: a client holds one per queue it consumes from this broker).
-    max_held_pulls_per_connection: int = 1024
+    max_held_pulls_per_connection: int = 256
     short_polling_time_ms: int = field(default=1_000, metadata=rmq_key("shortPollingTimeMills"))
     # Consumer offsets, subscription groups and delay progress are written this often.
     flush_consumer_offset_interval_ms: int = field(

@@ -35,7 +35,7 @@ class _Waiter:
 
 
 class PullRequestHoldService:
-    def __init__(self, max_per_connection: int = 1024) -> None:
+    def __init__(self, max_per_connection: int = 256) -> None:
         self.max_per_connection = max_per_connection
         self._waiting: dict[tuple[str, int], list[_Waiter]] = {}
         self._held_by: dict[object, int] = {}

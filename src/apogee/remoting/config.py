@@ -35,8 +35,8 @@ class RemotingConfig:
     # Bytes all of a server's connections may hold together for frames not yet complete; past
     # it, the connections whose frame started first are closed (Apogee's).
     server_max_incomplete_frame_bytes: int = 64 * 1024 * 1024
-    # Once the first byte of a frame arrived, the whole frame must within this time, or its
-    # connection is closed (Apogee's; 16 MiB at 1 MB/s takes 17 s).
+    # Once the first byte of a frame arrived, the whole frame must arrive within this time, or
+    # its connection is closed (Apogee's; 16 MiB at 1 MB/s takes 17 s; 0: no deadline).
     server_frame_receive_timeout_ms: int = field(
         default=30_000, metadata=rmq_key("serverFrameReceiveTimeoutMillis")
     )

@@ -9,12 +9,13 @@ Failure rules: a frame that cannot be decoded closes this connection only; when 
 connection closes, every request still waiting on it fails at once with
 ``ConnectionClosedError``.
 
-Backpressure: when more than ``writeBufferHighWaterMark`` bytes wait for the peer, later
-frames wait in the outbox unjoined (a pulled message stays a view of the store, not a copy)
-and go out as the peer reads.  A server's connection (one given ``ServerLimits``) also stops
-reading and parks the requests it already read until the answers drain below
+Backpressure, on a server's connection (one given ``ServerLimits``): when more than
+``writeBufferHighWaterMark`` bytes wait for the peer, later frames wait in the outbox
+unjoined (a pulled message stays a view of the store, not a copy), the connection stops
+reading, and requests already read wait unprocessed, until the transport drains below
 ``writeBufferLowWaterMark``: a peer that does not read its answers cannot make them pile up.
-A client never stops reading, since its peer may be waiting for it to read.
+A client keeps the transport's own limits and never stops reading, since its peer may be
+waiting for it to read; its senders may ``drain()``.
 """
 
 from __future__ import annotations
@@ -123,6 +124,8 @@ class Connection(asyncio.Protocol):
         self._closed = False
         self._close_reason = "not connected"
         self._write_paused = False
+        # A server's connection while paused: frames wait in the outbox, requests in _held.
+        self._holding = False
         self._reading_paused = False
         self._held: _HeldRequests | None = None
         self._drain_waiters: list[asyncio.Future[None]] = []
@@ -165,7 +168,7 @@ class Connection(asyncio.Protocol):
         if isinstance(local, tuple):
             self.local = (str(local[0]), int(local[1]))
         high = self._config.write_buffer_high_water_mark
-        if high > 0:
+        if high > 0 and self._limits is not None:
             transport.set_write_buffer_limits(high, self._config.write_buffer_low_water_mark or None)  # type: ignore[attr-defined]
         self._close_reason = ""
 
@@ -248,13 +251,14 @@ class Connection(asyncio.Protocol):
     def pause_writing(self) -> None:
         """The transport holds more than the high-water mark: hold what follows (see module)."""
         self._write_paused = True
-        # Keeps the turn open while paused (data_received and _end_turn leave an open turn
-        # with a non-empty outbox alone), so every later frame waits in the outbox.
-        self._outbox.append(b"")
-        self._turn_open = True
         limits = self._limits
         if limits is None or self._closed or self._transport is None or self._transport.is_closing():
             return
+        self._holding = True
+        # Keeps the turn open while holding (data_received and _end_turn leave an open turn
+        # with a non-empty outbox alone), so every later frame waits in the outbox.
+        self._outbox.append(b"")
+        self._turn_open = True
         if self._held is None:
             self._held = _HeldRequests(self._dispatcher)  # type: ignore[arg-type]  # servers have one
             self._dispatcher = self._held
@@ -266,11 +270,13 @@ class Connection(asyncio.Protocol):
     def resume_writing(self) -> None:
         """The transport drained below the low-water mark: send what waited, then read again."""
         self._write_paused = False
-        self._send_outbox()
-        if self._write_paused or self._closed:
-            return
-        if not self._outbox:
-            self._turn_open = False
+        if self._holding:
+            self._holding = False
+            self._send_outbox()
+            if self._write_paused or self._closed:
+                return
+            if not self._outbox:
+                self._turn_open = False
         for waiter in self._drain_waiters:
             if not waiter.done():
                 waiter.set_result(None)
@@ -345,7 +351,7 @@ class Connection(asyncio.Protocol):
 
     def _flush_outbox(self) -> None:
         """End the turn: write what it collected (unless the peer is not reading)."""
-        if self._write_paused:
+        if self._holding:
             return  # resume_writing sends it
         self._turn_open = False
         self._send_outbox()
@@ -356,7 +362,7 @@ class Connection(asyncio.Protocol):
         (stored messages stay memoryview slices of the CommitLog until this single copy).
         Past the high-water mark it goes in chunks of about ``_PACE`` bytes and stops as
         soon as the transport pauses; the rest keeps waiting, in order, as views."""
-        if self._write_paused:
+        if self._holding:
             return
         outbox, self._outbox = self._outbox, []
         counted, self._outbox_bytes = self._outbox_bytes, 0
@@ -374,7 +380,7 @@ class Connection(asyncio.Protocol):
             if size >= _PACE or i == end - 1:
                 transport.write(outbox[start] if i == start else b"".join(outbox[start : i + 1]))
                 start, size = i + 1, 0
-                if self._write_paused:
+                if self._holding:
                     break
         if start < end:
             rest = outbox[start:]
@@ -493,7 +499,7 @@ class Connection(asyncio.Protocol):
     def close(self, reason: str = "closed locally") -> None:
         if self._transport is not None and not self._closed:
             self._close_reason = reason
-            if self._write_paused:
+            if self._holding:
                 # The peer is not reading: waiting to hand it what is queued would keep the
                 # socket (and the queue) for as long as it pleases.
                 self._transport.abort()

@@ -183,7 +183,10 @@ class IncompleteFrames:
             victim.drop_frame(reason)
 
     def expired(self) -> list[FrameHolder]:
-        """Holders whose frame started more than ``timeout_s`` ago while the server read them."""
+        """Holders whose frame started more than ``timeout_s`` ago while the server read them
+        (none when ``timeout_s`` is 0: no deadline)."""
+        if self.timeout_s <= 0:
+            return []
         deadline = self._clock() - self.timeout_s
         late: list[FrameHolder] = []
         for owner, held in self._held.items():

@@ -252,7 +252,7 @@ class RemotingServer:
         """Close connections idle too long, and those whose frame is late."""
         idle_limit = self.config.channel_max_idle_time_s
         frames = self.limits.frames
-        interval = max(0.05, min(10.0, idle_limit / 4, frames.timeout_s / 4))
+        interval = max(0.05, min(10.0, idle_limit / 4, frames.timeout_s / 4 if frames.timeout_s > 0 else 10.0))
         while True:
             await asyncio.sleep(interval)
             for conn in frames.expired():
