@@ -35,7 +35,7 @@ from apogee.remoting.client import RemotingClient  # noqa: E402
 from apogee.remoting.codec import encode_bytes  # noqa: E402
 from apogee.remoting.loop import run  # noqa: E402
 from tests.support.attacks import closed_by_peer, connect, half_frame, rss_anon_kib, send_until_blocked  # noqa: E402
-from tests.support.processes import ServerProcess, start_namesrv  # noqa: E402
+from tests.support.processes import ServerProcess, start_broker, start_namesrv  # noqa: E402
 from tests.support.wire import pull_request, send_request, wait_dispatched  # noqa: E402
 
 MiB = 1024 * 1024
@@ -146,13 +146,9 @@ def main() -> None:
     parser.add_argument("--conf", default="", help="extra broker.conf lines, separated by ';'")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        conf = Path(tmp) / "broker.conf"
-        conf.write_text("brokerName=limits\n" + "".join(f"{line.strip()}\n" for line in args.conf.split(";") if line))
+        conf = "brokerName=limits\n" + "".join(f"{line.strip()}\n" for line in args.conf.split(";") if line)
         namesrv = start_namesrv(Path(tmp) / "ns")
-        broker = ServerProcess(
-            ["broker", "-n", namesrv.addr, "-c", str(conf), "--listen", "127.0.0.1:0",
-             "--store-dir", str(Path(tmp) / "store"), "--broker-ip", "127.0.0.1", "--log-level", "WARNING"]
-        ).start()
+        broker = start_broker(namesrv.addr, Path(tmp) / "store", conf, "--log-level", "WARNING")
         try:
             print(f"broker {broker.addr} pid {broker.pid}; {args.frames} half-sent frames of {args.frame_size:,} B, "
                   f"{args.pulls} unread pulls of {args.message_size:,} B on {args.pull_connections} connections",

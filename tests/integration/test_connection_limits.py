@@ -26,7 +26,7 @@ from tests.support.attacks import (
     rss_anon_kib,
     send_until_blocked,
 )
-from tests.support.processes import ServerProcess, start_namesrv
+from tests.support.processes import ServerProcess, start_broker, start_namesrv
 from tests.support.wire import pull_request, send_request, wait_dispatched
 
 MiB = 1024 * 1024
@@ -35,13 +35,8 @@ MiB = 1024 * 1024
 PROBE = 9999
 
 
-def start_broker(tmp_path: Path, namesrv: ServerProcess, conf: str = "") -> ServerProcess:
-    conf_path = tmp_path / "broker.conf"
-    conf_path.write_text("brokerName=broker-limits\n" + conf)
-    return ServerProcess(
-        ["broker", "-n", namesrv.addr, "-c", str(conf_path), "--listen", "127.0.0.1:0",
-         "--store-dir", str(tmp_path / "store"), "--broker-ip", "127.0.0.1"]
-    ).start()
+def _broker(tmp_path: Path, namesrv: ServerProcess, conf: str = "") -> ServerProcess:
+    return start_broker(namesrv.addr, tmp_path / "store", "brokerName=broker-limits\n" + conf)
 
 
 def _served(sock: socket.socket) -> bool:
@@ -58,7 +53,7 @@ def test_connections_above_the_limit_are_closed_at_once_with_a_log_line(
         conf.write_text(f"serverMaxConnections={limit}\n")
         server = start_namesrv(tmp_path / "ns2", "-c", str(conf))
     else:
-        server = start_broker(tmp_path, namesrv, f"serverMaxConnections={limit}\n")
+        server = _broker(tmp_path, namesrv, f"serverMaxConnections={limit}\n")
     flood = Flood(server.host, server.port, flood_size)
     try:
         kept = flood.wait_closed(flood_size - limit, timeout_s=20)
@@ -73,7 +68,7 @@ def test_connections_above_the_limit_are_closed_at_once_with_a_log_line(
 
 
 def test_a_frame_dribbled_a_byte_at_a_time_is_closed_at_its_deadline(tmp_path: Path, namesrv: ServerProcess) -> None:
-    broker = start_broker(tmp_path, namesrv, "serverFrameReceiveTimeoutMillis=1000\n")
+    broker = _broker(tmp_path, namesrv, "serverFrameReceiveTimeoutMillis=1000\n")
     slow, good = connect(broker.host, broker.port), connect(broker.host, broker.port)
     try:
         frame = encode_bytes(RemotingCommand.request(PROBE, {"k": "v" * 100}))
@@ -123,7 +118,7 @@ async def test_half_sent_frames_and_unread_pulls_keep_memory_bounded(tmp_path: P
     """32 frames of 16 MiB stopped half way and 1,000 pulls of a 1 MiB message whose answers
     nobody reads: with the default limits the broker stays under 256 MiB of anonymous
     memory and keeps serving, and the unread answers all arrive, in order, once read."""
-    broker = start_broker(tmp_path, namesrv)
+    broker = _broker(tmp_path, namesrv)
     client = RemotingClient()
     try:
         resp = await client.invoke(broker.addr, send_request("BigT", bytes(MiB), queue_id=0), 10_000)
@@ -174,7 +169,7 @@ def _numbered_pull(opaque: int) -> RemotingCommand:
 
 
 async def test_held_pulls_per_connection_are_bounded(tmp_path: Path, namesrv: ServerProcess) -> None:
-    broker = start_broker(tmp_path, namesrv, "maxHeldPullsPerConnection=4\n")
+    broker = _broker(tmp_path, namesrv, "maxHeldPullsPerConnection=4\n")
     client = RemotingClient()
     try:
         await client.invoke(broker.addr, send_request("HoldT", queue_id=1), 5000)  # creates the topic

@@ -135,10 +135,11 @@ class Connection(asyncio.Protocol):
         # request/reply pattern, leaves at once.
         self._outbox: list[Buffer] = []
         self._turn_open = False
-        # Bytes of the frames with a body in the outbox: past the high-water mark the outbox
-        # is written before the turn ends, so the transport can say when to pause.
+        # Bytes of the frames with a body in the outbox: on a server's connection, past the
+        # high-water mark the outbox is written before the turn ends, so the transport can say
+        # when to pause (a client writes once per turn, whatever it holds).
         self._outbox_bytes = 0
-        self._outbox_limit = config.write_buffer_high_water_mark or _PACE
+        self._outbox_limit = (config.write_buffer_high_water_mark or _PACE) if limits is not None else math.inf
         self._loop = asyncio.get_running_loop()
         self.closed_future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.peer: tuple[str, int] = ("", 0)
@@ -369,7 +370,7 @@ class Connection(asyncio.Protocol):
         transport = self._transport
         if not outbox or transport is None or transport.is_closing():
             return
-        if counted <= _PACE:
+        if counted <= _PACE or self._limits is None:
             transport.write(outbox[0] if len(outbox) == 1 else b"".join(outbox))
             return
         start = size = 0
