@@ -91,17 +91,21 @@ def test_a_frame_dribbled_a_byte_at_a_time_is_closed_at_its_deadline(tmp_path: P
         broker.close()
 
 
-async def _good_client_rate(addr: str, seconds: float) -> float:
-    """Sync sends of 1 KiB messages, one at a time, for ``seconds``: msgs/s."""
+async def _good_client_rate(addr: str) -> float:
+    """Sync sends of 1 KiB messages, one at a time: the best msgs/s of three 0.5 s slices (the
+    best, so that another process taking the CPU for a moment does not decide the figure)."""
     client = RemotingClient()
+    rates = []
     try:
-        n = 0
-        start = time.perf_counter()
-        while time.perf_counter() - start < seconds:
-            resp = await client.invoke(addr, send_request("GoodT", b"x" * 1024), 5000)
-            assert resp.code == ResponseCode.SUCCESS, resp.remark
-            n += 1
-        return n / (time.perf_counter() - start)
+        for _ in range(3):
+            n = 0
+            start = time.perf_counter()
+            while time.perf_counter() - start < 0.5:
+                resp = await client.invoke(addr, send_request("GoodT", b"x" * 1024), 5000)
+                assert resp.code == ResponseCode.SUCCESS, resp.remark
+                n += 1
+            rates.append(n / (time.perf_counter() - start))
+        return max(rates)
     finally:
         await client.close()
 
@@ -124,7 +128,7 @@ async def test_half_sent_frames_and_unread_pulls_keep_memory_bounded(tmp_path: P
         resp = await client.invoke(broker.addr, send_request("BigT", bytes(MiB), queue_id=0), 10_000)
         assert resp.code == ResponseCode.SUCCESS, resp.remark
         await wait_dispatched(client, broker.addr, "BigT", 0, 1)
-        base_rate = await _good_client_rate(broker.addr, 1.5)
+        base_rate = await _good_client_rate(broker.addr)
 
         def attack() -> tuple[list[socket.socket], list[socket.socket]]:
             frames = [connect(broker.host, broker.port) for _ in range(32)]
@@ -140,7 +144,7 @@ async def test_half_sent_frames_and_unread_pulls_keep_memory_bounded(tmp_path: P
         sampler = asyncio.ensure_future(_peak_rss_anon(broker.pid, stop))
         frames, pulls = await asyncio.to_thread(attack)
         try:
-            attacked_rate = await _good_client_rate(broker.addr, 1.5)
+            attacked_rate = await _good_client_rate(broker.addr)
             stop.set()
             peak_mib = await sampler / 1024
             assert peak_mib <= 256, f"broker RssAnon peaked at {peak_mib:.0f} MiB"
