@@ -74,7 +74,8 @@ def server_connection() -> Connection:
 
 async def time_server(n: int) -> float:
     conn = server_connection()
-    frame = encode_bytes(RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, {"a": "g", "b": "T", "c": "x"}, b"x" * 1024))
+    request = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, {"a": "g", "b": "T", "c": "x"}, b"x" * 1024)
+    frame = encode_bytes(request)
     start = time.process_time()
     for _ in range(n):
         conn.data_received(frame)
