@@ -24,9 +24,6 @@ class RecordingTransport:
     def close(self) -> None:
         pass
 
-    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
-        pass
-
 
 def recorded_connection(dispatcher: RequestDispatcher | None = None) -> tuple[Connection, RecordingTransport]:
     """A connected ``Connection`` (call it inside a running loop) and what it writes."""
