@@ -30,7 +30,7 @@ class ServerProcess:
         self.host = ""
         self.port = 0
         self.ready_line = ""
-        self._stderr = tempfile.TemporaryFile()
+        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the process
 
     @property
     def addr(self) -> str:
@@ -115,3 +115,15 @@ class ServerProcess:
 
 def start_namesrv(home: Path, *extra: str) -> ServerProcess:
     return ServerProcess(["namesrv", "--listen", "127.0.0.1:0", "--home", str(home), *extra]).start()
+
+
+def start_broker(namesrv: str, store: Path, conf: str = "", *extra: str) -> ServerProcess:
+    """A broker on a free loopback port, advertising 127.0.0.1, with ``conf`` (broker.conf
+    lines) written beside ``store``."""
+    conf_path = store.parent / f"{store.name}.conf"
+    conf_path.parent.mkdir(parents=True, exist_ok=True)
+    conf_path.write_text(conf)
+    return ServerProcess(
+        ["broker", "-n", namesrv, "-c", str(conf_path), "--listen", "127.0.0.1:0", "--store-dir", str(store),
+         "--broker-ip", "127.0.0.1", *extra]
+    ).start()

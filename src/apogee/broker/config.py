@@ -8,6 +8,7 @@ none of them knows.
 from __future__ import annotations
 
 import enum
+import ipaddress
 import socket
 from dataclasses import dataclass, field
 
@@ -31,6 +32,46 @@ def local_ip() -> str:
     except OSError:
         pass
     return "127.0.0.1"
+
+
+# Listen hosts that mean "every interface": no one address to tell clients.
+WILDCARD_HOSTS = frozenset({"", "0.0.0.0", "::", "*"})
+
+
+def _ipv4_of(host: str) -> str | None:
+    """``host`` as an IPv4 address (a literal, an IPv4-mapped IPv6 literal, or a name that
+    resolves to one); None when it has none (STOREHOST holds IPv4 only)."""
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        try:
+            infos = socket.getaddrinfo(host, None, socket.AF_INET, socket.SOCK_STREAM)
+        except OSError:
+            return None
+        return str(infos[0][4][0]) if infos else None
+    if isinstance(ip, ipaddress.IPv6Address):
+        return str(ip.ipv4_mapped) if ip.ipv4_mapped is not None else None
+    return str(ip)
+
+
+def advertised_ip(broker_ip1: str, listen_host: str) -> tuple[str, str]:
+    """The IP registered with NameServers and written into STOREHOST, and why it was chosen.
+
+    ``brokerIP1`` wins; a broker listening on one specific address can only be reached
+    there, so that address comes next (a broker on 127.0.0.1 advertising the machine's LAN
+    address sends every client where nothing listens); a wildcard listen host leaves the
+    first non-loopback IPv4 of the host (``local_ip``), as RocketMQ does.
+    """
+    if broker_ip1:
+        return broker_ip1, "brokerIP1 (--broker-ip) is set"
+    if listen_host not in WILDCARD_HOSTS:
+        ip = _ipv4_of(listen_host)
+        if ip is not None:
+            return ip, f"the broker listens on {listen_host} only"
+        return local_ip(), (
+            f"detected: the listen address {listen_host} has no IPv4 address for STOREHOST; set brokerIP1 to choose"
+        )
+    return local_ip(), f"detected: the listen address {listen_host or '*'} is a wildcard; set brokerIP1 to choose"
 
 
 @dataclass
@@ -58,6 +99,9 @@ class BrokerConfig:
     register_broker_timeout_ms: int = field(default=6_000, metadata=rmq_key("registerBrokerTimeoutMills"))
     notify_consumer_ids_changed_enable: bool = True
     long_polling_enable: bool = True
+    # Pulls one connection may have held by long polling at once; one more is answered
+    # SYSTEM_BUSY (Apogee's: a client holds one per queue it consumes from this broker).
+    max_held_pulls_per_connection: int = 256
     short_polling_time_ms: int = field(default=1_000, metadata=rmq_key("shortPollingTimeMills"))
     # Consumer offsets, subscription groups and delay progress are written this often.
     flush_consumer_offset_interval_ms: int = field(
@@ -83,6 +127,3 @@ class BrokerConfig:
 
     def namesrv_list(self) -> list[str]:
         return [a.strip() for a in self.namesrv_addr.replace(",", ";").split(";") if a.strip()]
-
-    def store_ip(self) -> str:
-        return self.broker_ip1 or local_ip()

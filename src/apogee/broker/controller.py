@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from apogee.broker.clients import ClientManager
-from apogee.broker.config import BrokerConfig
+from apogee.broker.config import BrokerConfig, advertised_ip
 from apogee.broker.locks import RebalanceLockManager
 from apogee.broker.long_polling import PullRequestHoldService
 from apogee.broker.offsets import ConsumerOffsetManager
@@ -74,7 +74,7 @@ class BrokerController:
         )
         self.clients = ClientManager()
         self.locks = RebalanceLockManager(config.rebalance_lock_max_live_time_ms)
-        self.long_polling = PullRequestHoldService()
+        self.long_polling = PullRequestHoldService(config.max_held_pulls_per_connection)
         self.schedule = ScheduleService(self, config_dir / "delayOffset.json")
         # Topics, groups and delay progress are written soon after a change (a burst in one
         # write); offsets every flushConsumerOffsetInterval.  All of them at shutdown.
@@ -99,7 +99,7 @@ class BrokerController:
             EndTransactionProcessor(self),
         ):
             processor.register_with(self.dispatcher)
-        self.store_ip = config.store_ip()
+        self.store_ip, self.store_ip_reason = advertised_ip(config.broker_ip1, config.listen_host)
         self.listen_port = config.listen_port
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -115,6 +115,7 @@ class BrokerController:
     async def start(self) -> tuple[str, int]:
         host, port = await self.server.start(self.config.listen_host, self.config.listen_port)
         self.listen_port = port
+        log.info("advertising %s to NameServers and in STOREHOST: %s", self.broker_addr, self.store_ip_reason)
         await self.store.start()
         self.store.add_arrival_listener(self._message_arrived)
         self.schedule.start()

@@ -5,14 +5,24 @@ request waits here, keyed by (topic, queue id), until the dispatcher reports a n
 in that queue (the store's arrival listener) or the client's suspend timeout passes.  Either
 way the pull is executed again and answered, so a message reaches a waiting consumer within
 one event-loop turn of being dispatched instead of after a poll interval.
+
+Each held pull costs a task, a timer and its request, and wakes into an answer, so one
+connection may hold at most ``maxHeldPullsPerConnection`` of them; one more is answered
+SYSTEM_BUSY at once (clients pull that queue again after their back-off), counted in
+``refused``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+
+from apogee.errors import SystemBusyError
+from apogee.remoting.codes import ResponseCode
+from apogee.remoting.limits import RateLimitedLog
 
 log = logging.getLogger("apogee.broker.long_polling")
 
@@ -25,8 +35,12 @@ class _Waiter:
 
 
 class PullRequestHoldService:
-    def __init__(self) -> None:
+    def __init__(self, max_per_connection: int = 256) -> None:
+        self.max_per_connection = max_per_connection
         self._waiting: dict[tuple[str, int], list[_Waiter]] = {}
+        self._held_by: dict[object, int] = {}
+        self.refused = 0
+        self._log_refused = RateLimitedLog(log)
 
     @property
     def held(self) -> int:
@@ -39,23 +53,43 @@ class PullRequestHoldService:
         offset: int,
         timeout_s: float,
         tag_matches: Callable[[int], bool] | None = None,
+        *,
+        owner: object = None,
     ) -> bool:
-        """Wait until a message at ``offset`` or later may exist; False on timeout."""
+        """Wait until a message at ``offset`` or later may exist; False on timeout.
+
+        ``owner`` (the pull's connection) is counted against ``max_per_connection``: above
+        it ``SystemBusyError`` is raised at once.
+        """
+        held = self._held_by.get(owner, 0)
+        if held >= self.max_per_connection:
+            self.refused += 1
+            self._log_refused("refusing to hold a pull of %s-%d: %d pulls held for its connection already "
+                              "(maxHeldPullsPerConnection)", topic, queue_id, held)
+            raise SystemBusyError(
+                ResponseCode.SYSTEM_BUSY,
+                f"[PULL_HOLD]too many pulls held for this connection ({held}, maxHeldPullsPerConnection), "
+                "pull again later",
+            )
         loop = asyncio.get_running_loop()
         waiter = _Waiter(offset, loop.create_future(), tag_matches)
         key = (topic, queue_id)
         self._waiting.setdefault(key, []).append(waiter)
         timer = loop.call_later(timeout_s, _finish, waiter.future, False)
+        self._held_by[owner] = held + 1
         try:
             return await waiter.future
         finally:
             timer.cancel()
+            left = self._held_by[owner] - 1
+            if left:
+                self._held_by[owner] = left
+            else:
+                del self._held_by[owner]
             waiters = self._waiting.get(key)
             if waiters is not None:
-                try:
+                with contextlib.suppress(ValueError):
                     waiters.remove(waiter)
-                except ValueError:
-                    pass
                 if not waiters:
                     del self._waiting[key]
 

@@ -38,11 +38,20 @@ def _print_config(*configs: object) -> None:
 
 
 @click.command("broker")
-@click.option("--namesrv", "-n", "namesrv", metavar="ADDRS", help="NameServer addresses, 'host:port;host:port' (overrides namesrvAddr).")
-@click.option("--config", "-c", "config_file", type=click.Path(dir_okay=False), help="broker.conf with RocketMQ property names.")
+@click.option(
+    "--namesrv", "-n", "namesrv", metavar="ADDRS",
+    help="NameServer addresses, 'host:port;host:port' (overrides namesrvAddr).",
+)
+@click.option(
+    "--config", "-c", "config_file", type=click.Path(dir_okay=False), help="broker.conf with RocketMQ property names."
+)
 @click.option("--listen", "-l", default=None, metavar="HOST:PORT", help="Address to serve on (default 0.0.0.0:10911).")
 @click.option("--store-dir", type=click.Path(file_okay=False), help="Store root directory (storePathRootDir).")
-@click.option("--broker-ip", help="IP clients use to reach this broker (brokerIP1); detected when absent.")
+@click.option(
+    "--broker-ip",
+    help="IP clients use to reach this broker (brokerIP1); default: the --listen host when it is one address, "
+    "else the first non-loopback IPv4 of this machine.",
+)
 @click.option("--print-config", "-p", is_flag=True, help="Print the effective configuration and exit.")
 @click.option("--log-level", default="INFO", show_default=True)
 def broker_command(
@@ -95,7 +104,10 @@ def run_broker(broker: BrokerConfig, store: StoreConfig, remoting: RemotingConfi
 
 
 @click.command("dev")
-@click.option("--dir", "directory", default="./apogee-dev", show_default=True, type=click.Path(file_okay=False), help="Where the store and NameServer state live.")
+@click.option(
+    "--dir", "directory", default="./apogee-dev", show_default=True, type=click.Path(file_okay=False),
+    help="Where the store and NameServer state live.",
+)
 @click.option("--namesrv-listen", default="127.0.0.1:9876", show_default=True, metavar="HOST:PORT")
 @click.option("--broker-listen", default="127.0.0.1:10911", show_default=True, metavar="HOST:PORT")
 @click.option("--flush", type=click.Choice(["ASYNC_FLUSH", "SYNC_FLUSH"]), default="ASYNC_FLUSH", show_default=True)

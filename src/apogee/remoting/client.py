@@ -114,7 +114,7 @@ class RemotingClient:
             await asyncio.sleep(interval)
             now = time.monotonic()
             for addr, conn in list(self._connections.items()):
-                if now - conn.last_activity > limit and conn.pending_count == 0:
+                if now - conn.idle_since(now) > limit and conn.pending_count == 0:
                     log.debug("closing idle connection to %s", addr)
                     conn.close(f"idle for more than {limit} s")
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
+from typing import Any, Protocol
 
 from apogee.common.accel import native
 from apogee.errors import RemoteProtocolError
@@ -148,19 +149,34 @@ def decode_frame(frame: bytes | memoryview) -> RemotingCommand:
 _new_command = object.__new__
 
 
+class FrameLedger(Protocol):
+    """Where a server's decoders report the bytes they hold for incomplete frames
+    (``limits.IncompleteFrames``); it may refuse by raising ``RemoteProtocolError``."""
+
+    def start(self, owner: Any, nbytes: int) -> None: ...
+    def grow(self, owner: Any, nbytes: int) -> None: ...
+    def release(self, owner: Any) -> None: ...
+
+
 class FrameDecoder:
     """Incremental decoder: ``feed`` whatever arrived, get back the complete commands.
 
     Memory is bounded by ``max_frame_size`` plus one read: a length word above the limit is
-    rejected as soon as its four bytes arrive, before the frame is buffered.
+    rejected as soon as its four bytes arrive, before the frame is buffered.  With a
+    ``ledger`` the decoder also reports, for ``owner``, every read that ends inside a frame
+    (never a read of complete frames), so a server can bound the total over its connections.
     """
 
-    __slots__ = ("max_frame_size", "_buf", "_failed")
+    __slots__ = ("max_frame_size", "_buf", "_failed", "_ledger", "_owner")
 
-    def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
+    def __init__(
+        self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE, ledger: FrameLedger | None = None, owner: Any = None
+    ) -> None:
         self.max_frame_size = max_frame_size
         self._buf = bytearray()
         self._failed = False
+        self._ledger = ledger
+        self._owner = owner
 
     @property
     def buffered(self) -> int:
@@ -177,15 +193,37 @@ class FrameDecoder:
                 commands, pos = done
                 if pos < len(data):
                     self._buf += memoryview(data)[pos:]
+                    if self._ledger is not None:
+                        self._report(True)
                 return commands  # type: ignore[no-any-return]
         if self._failed:
             raise RemoteProtocolError("decoder already failed; the connection must be closed")
         try:
             return self._feed(data)
         except RemoteProtocolError:
-            self._failed = True
-            # A new buffer, not clear(): the error's traceback may still hold views of the old one.
-            self._buf = bytearray()
+            self.discard()
+            raise
+
+    def discard(self) -> None:
+        """Drop what is buffered and refuse further input (the connection is closing)."""
+        self._failed = True
+        # A new buffer, not clear(): an error's traceback may still hold views of the old one.
+        self._buf = bytearray()
+        if self._ledger is not None:
+            self._ledger.release(self._owner)
+
+    def _report(self, new_frame: bool) -> None:
+        """Tell the ledger what is held after a read (a frame started in it, or grew)."""
+        assert self._ledger is not None
+        try:
+            if not self._buf:
+                self._ledger.release(self._owner)
+            elif new_frame:
+                self._ledger.start(self._owner, len(self._buf))
+            else:
+                self._ledger.grow(self._owner, len(self._buf))
+        except RemoteProtocolError:
+            self.discard()
             raise
 
     def _check_length(self, length: int) -> None:
@@ -203,20 +241,25 @@ class FrameDecoder:
             commands, pos = self._decode_all(source)
             if pos < len(source):
                 buf += memoryview(source)[pos:]
+                if self._ledger is not None:
+                    self._report(True)
             return commands
         buf += data
         # Decode straight out of the buffer once a whole frame is there (a large frame that
         # arrives in many reads is never copied per read); bodies are copied out as bytes,
         # so the views can be released before the consumed prefix is dropped.
-        if len(buf) < 4:
-            return []
-        (length,) = _LEN.unpack_from(buf, 0)
-        self._check_length(length)
-        if len(buf) < 4 + length:
-            return []
-        commands, pos = self._decode_all(buf)
-        del buf[:pos]
-        return commands
+        if len(buf) >= 4:
+            (length,) = _LEN.unpack_from(buf, 0)
+            self._check_length(length)
+            if len(buf) >= 4 + length:
+                commands, pos = self._decode_all(buf)
+                del buf[:pos]
+                if self._ledger is not None:
+                    self._report(True)  # what is left, if anything, starts a new frame
+                return commands
+        if self._ledger is not None:
+            self._report(False)
+        return []
 
     def _decode_all(self, source: bytes | bytearray) -> tuple[list[RemotingCommand], int]:
         """Every complete frame at the start of ``source`` and where the rest begins."""

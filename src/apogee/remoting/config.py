@@ -1,4 +1,10 @@
-"""Settings of the remoting transport, shared by servers and clients."""
+"""Settings of the remoting transport, shared by servers and clients.
+
+The limits a server enforces on its connections (``remoting/limits.py``) live here too, so a
+broker.conf or namesrv.conf sets them for the broker's and the NameServer's port alike.
+Names are RocketMQ's where the concept exists (NettyServerConfig, NettySystemConfig); the
+others are Apogee's own, in the same style.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +16,8 @@ from apogee.remoting.codec import DEFAULT_MAX_FRAME_SIZE
 
 @dataclass
 class RemotingConfig:
-    # Largest frame accepted from a peer (Java: com.rocketmq.remoting.frameMaxLength).
+    # Largest frame accepted from a peer (Java: com.rocketmq.remoting.frameMaxLength); it is
+    # also the most one connection may hold for an incomplete frame.
     max_frame_size: int = field(default=DEFAULT_MAX_FRAME_SIZE, metadata=rmq_key("frameMaxLength"))
     # A connection with no traffic in either direction for this long is closed (Java: 120 s).
     channel_max_idle_time_s: int = field(
@@ -20,3 +27,21 @@ class RemotingConfig:
     connect_timeout_ms: int = field(default=3000, metadata=rmq_key("connectTimeoutMillis"))
     # Cap on requests awaiting a response per connection; beyond it invoke fails fast.
     max_pending_requests: int = field(default=65535, metadata=rmq_key("clientAsyncSemaphoreValue"))
+    # Connections the kernel queues for a server before it accepts them (Java: 1024).
+    server_socket_backlog: int = 1024
+    # Connections a server keeps open; one more is closed as soon as it is accepted (Apogee's;
+    # lowered at start to what the process's descriptor limit allows).
+    server_max_connections: int = 4096
+    # Bytes all of a server's connections may hold together for frames not yet complete; past
+    # it, the connections whose frame started first are closed (Apogee's).
+    server_max_incomplete_frame_bytes: int = 64 * 1024 * 1024
+    # Once the first byte of a frame arrived, the whole frame must arrive within this time, or
+    # its connection is closed (Apogee's; 16 MiB at 1 MB/s takes 17 s; 0: no deadline).
+    server_frame_receive_timeout_ms: int = field(
+        default=30_000, metadata=rmq_key("serverFrameReceiveTimeoutMillis")
+    )
+    # Above the high mark of answers waiting for the peer, a server stops reading and
+    # processing that connection's requests until they drain below the low mark (Java names;
+    # 0 keeps the event loop's default, 64 KiB and a quarter of the high mark).
+    write_buffer_high_water_mark: int = 1024 * 1024
+    write_buffer_low_water_mark: int = 256 * 1024

@@ -8,6 +8,14 @@ a ``Dispatcher``.  It owns a sans-I/O ``FrameDecoder``; this module only moves b
 Failure rules: a frame that cannot be decoded closes this connection only; when the
 connection closes, every request still waiting on it fails at once with
 ``ConnectionClosedError``.
+
+Backpressure, on a server's connection (one given ``ServerLimits``): when more than
+``writeBufferHighWaterMark`` bytes wait for the peer, later frames wait in the outbox
+unjoined (a pulled message stays a view of the store, not a copy), the connection stops
+reading, and requests already read wait unprocessed, until the transport drains below
+``writeBufferLowWaterMark``: a peer that does not read its answers cannot make them pile up.
+A client keeps the transport's own limits and never stops reading, since its peer may be
+waiting for it to read; its senders may ``drain()``.
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ import logging
 import math
 import socket
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
@@ -24,11 +33,18 @@ from apogee.errors import ConnectionClosedError, RemoteProtocolError, RequestTim
 from apogee.remoting.codec import FrameDecoder, encode, fields_frame
 from apogee.remoting.command import RPC_RESPONSE, Buffer, RemotingCommand
 from apogee.remoting.config import RemotingConfig
+from apogee.remoting.limits import FrameLimitError, ServerLimits
 
 log = logging.getLogger("apogee.remoting.connection")
 
 ResponseCallback = Callable[["RemotingCommand | None", "BaseException | None"], None]
 _OPAQUE_MASK = 0x7FFFFFFF
+# Bytes joined per write when frames that waited for a slow peer go out.
+_PACE = 64 * 1024
+
+
+def _nbytes(parts: list[Buffer]) -> int:
+    return sum(part.nbytes if part.__class__ is memoryview else len(part) for part in parts)
 
 
 class Dispatcher(Protocol):
@@ -68,6 +84,20 @@ class _Pending:
                 log.exception("response callback raised")
 
 
+class _HeldRequests:
+    """Stands in for the dispatcher while the peer does not read its answers: the requests
+    it sends meanwhile wait here, in order."""
+
+    __slots__ = ("dispatcher", "requests")
+
+    def __init__(self, dispatcher: Dispatcher) -> None:
+        self.dispatcher = dispatcher
+        self.requests: deque[RemotingCommand] = deque()
+
+    def dispatch(self, conn: Connection, request: RemotingCommand) -> None:
+        self.requests.append(request)
+
+
 class Connection(asyncio.Protocol):
     """A RemotingCommand connection; create it through a server or ``open_connection``."""
 
@@ -76,11 +106,13 @@ class Connection(asyncio.Protocol):
         dispatcher: Dispatcher | None,
         config: RemotingConfig,
         on_closed: Callable[[Connection], None] | None = None,
+        limits: ServerLimits | None = None,
     ) -> None:
         self._dispatcher = dispatcher
         self._config = config
         self._on_closed = on_closed
-        self._decoder = FrameDecoder(config.max_frame_size)
+        self._limits = limits
+        self._decoder = FrameDecoder(config.max_frame_size, limits.frames if limits is not None else None, self)
         self._transport: asyncio.Transport | None = None
         self._pending: dict[int, _Pending] = {}
         # One timer per connection, armed for the earliest deadline of the requests in
@@ -92,18 +124,30 @@ class Connection(asyncio.Protocol):
         self._closed = False
         self._close_reason = "not connected"
         self._write_paused = False
+        # A server's connection while paused: frames wait in the outbox, requests in _held.
+        self._holding = False
+        self._reading_paused = False
+        self._held: _HeldRequests | None = None
         self._drain_waiters: list[asyncio.Future[None]] = []
         # Frames written in one loop turn go out in at most two writes: the first at once,
         # the rest joined when the turn ends (one syscall instead of one per response when
         # many requests are in flight).  A lone request or response per turn, the
         # request/reply pattern, leaves at once.
-        self._outbox: list[object] = []
+        self._outbox: list[Buffer] = []
         self._turn_open = False
+        # Bytes of the frames with a body in the outbox: on a server's connection, past the
+        # high-water mark the outbox is written before the turn ends, so the transport can say
+        # when to pause (a client writes once per turn, whatever it holds).
+        self._outbox_bytes = 0
+        self._outbox_limit = (config.write_buffer_high_water_mark or _PACE) if limits is not None else math.inf
         self._loop = asyncio.get_running_loop()
         self.closed_future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.peer: tuple[str, int] = ("", 0)
         self.local: tuple[str, int] = ("", 0)
-        self.last_activity = time.monotonic()
+        # Traffic marks the connection active; the owner's periodic scan turns the mark into
+        # a time (``idle_since``), which keeps the clock off the per-request path.
+        self._active = True
+        self._seen = time.monotonic()
         # Free slot for the owner (the broker keeps the client's id and language here).
         self.attributes: dict[str, object] = {}
 
@@ -124,17 +168,19 @@ class Connection(asyncio.Protocol):
             self.peer = (str(peer[0]), int(peer[1]))
         if isinstance(local, tuple):
             self.local = (str(local[0]), int(local[1]))
+        high = self._config.write_buffer_high_water_mark
+        if high > 0 and self._limits is not None:
+            transport.set_write_buffer_limits(high, self._config.write_buffer_low_water_mark or None)  # type: ignore[attr-defined]
         self._close_reason = ""
 
     def data_received(self, data: bytes) -> None:
-        self.last_activity = time.monotonic()
+        self._active = True
         if not self._outbox:
             self._turn_open = False
         try:
             commands = self._decoder.feed(data)
         except RemoteProtocolError as exc:
-            log.warning("closing connection from %s:%d: %s", *self.peer, exc)
-            self.close(f"protocol error: {exc}")
+            self._refuse_input(exc)
             return
         for cmd in commands:
             if cmd.flag & RPC_RESPONSE:
@@ -148,8 +194,43 @@ class Connection(asyncio.Protocol):
             else:
                 log.debug("ignoring request code %d: no dispatcher", cmd.code)
 
+    def _refuse_input(self, exc: RemoteProtocolError) -> None:
+        if self._closed:
+            return  # bytes that arrived after close(): nobody reads them
+        limits = self._limits
+        if limits is None:
+            log.warning("closing connection from %s:%d: %s", *self.peer, exc)
+        elif isinstance(exc, FrameLimitError):  # counted by the ledger
+            limits.warn("frame-memory", "closing connection from %s:%d: %s", *self.peer, exc)
+        else:
+            limits.counters.protocol_errors += 1
+            limits.warn("protocol", "closing connection from %s:%d: %s", *self.peer, exc)
+        self.close(f"protocol error: {exc}")
+
+    # --- limits (a server's connection) -------------------------------------------------------
+
+    @property
+    def reading_paused(self) -> bool:
+        """True while this side stopped reading because the peer does not read its answers."""
+        return self._reading_paused
+
+    def drop_frame(self, reason: str) -> None:
+        """Close to free the incomplete frame held (the server's total is reached)."""
+        if self._limits is not None:
+            self._limits.warn("frame-memory", "closing connection from %s:%d: %s", *self.peer, reason)
+        self.close(reason)
+
+    def idle_since(self, now: float) -> float:
+        """When traffic was last seen, as far as periodic scans tell: a scan that finds the
+        connection active since the previous one records ``now``.  One scanner per connection."""
+        if self._active:
+            self._active = False
+            self._seen = now
+        return self._seen
+
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
+        self._decoder.discard()
         if not self._close_reason:
             self._close_reason = f"connection lost: {exc}" if exc else "closed by peer"
         pending, self._pending = self._pending, {}
@@ -169,14 +250,51 @@ class Connection(asyncio.Protocol):
             self._on_closed(self)
 
     def pause_writing(self) -> None:
+        """The transport holds more than the high-water mark: hold what follows (see module)."""
         self._write_paused = True
+        limits = self._limits
+        if limits is None or self._closed or self._transport is None or self._transport.is_closing():
+            return
+        self._holding = True
+        # Keeps the turn open while holding (data_received and _end_turn leave an open turn
+        # with a non-empty outbox alone), so every later frame waits in the outbox.
+        self._outbox.append(b"")
+        self._turn_open = True
+        if self._held is None:
+            self._held = _HeldRequests(self._dispatcher)  # type: ignore[arg-type]  # servers have one
+            self._dispatcher = self._held
+        if not self._reading_paused:
+            self._reading_paused = True
+            self._transport.pause_reading()
+            limits.counters.write_pauses += 1
 
     def resume_writing(self) -> None:
+        """The transport drained below the low-water mark: send what waited, then read again."""
         self._write_paused = False
+        if self._holding:
+            self._holding = False
+            self._send_outbox()
+            if self._write_paused or self._closed:
+                return
+            if not self._outbox:
+                self._turn_open = False
         for waiter in self._drain_waiters:
             if not waiter.done():
                 waiter.set_result(None)
         self._drain_waiters.clear()
+        held = self._held
+        if held is None:
+            return
+        while held.requests:
+            held.dispatcher.dispatch(self, held.requests.popleft())
+            if self._write_paused or self._closed:
+                return  # the rest waits, in order, for the next resume_writing
+        self._dispatcher, self._held = held.dispatcher, None
+        if self._reading_paused and self._transport is not None and not self._transport.is_closing():
+            self._reading_paused = False
+            self._transport.resume_reading()
+            if self._limits is not None:
+                self._limits.frames.restart(self)  # its frame could not progress while paused
 
     # --- sending ------------------------------------------------------------------------------
 
@@ -209,7 +327,7 @@ class Connection(asyncio.Protocol):
             )
 
     def _write(self, parts: list[Buffer]) -> None:
-        self.last_activity = time.monotonic()
+        self._active = True
         if not self._turn_open:
             # The first frame of a loop turn (or since data last arrived) leaves at once;
             # frames that follow it in the same turn are joined and written when the turn
@@ -221,18 +339,54 @@ class Connection(asyncio.Protocol):
             self._loop.call_soon(self._end_turn)  # after the write: the peer starts sooner
             return
         self._outbox += parts
+        if len(parts) > 1:  # a frame with a body (those without are small)
+            self._outbox_bytes += _nbytes(parts)
+            if self._outbox_bytes > self._outbox_limit:
+                self._send_outbox()
 
     def _end_turn(self) -> None:
-        self._turn_open = False
-        self._flush_outbox()
+        if self._outbox:
+            self._flush_outbox()
+        else:
+            self._turn_open = False
 
     def _flush_outbox(self) -> None:
-        # One write of the joined buffers: uvloop's writelines issues a send() per buffer,
-        # and a syscall costs far more than copying the bytes once (stored messages stay
-        # memoryview slices of the CommitLog until this single copy).
+        """End the turn: write what it collected (unless the peer is not reading)."""
+        if self._holding:
+            return  # resume_writing sends it
+        self._turn_open = False
+        self._send_outbox()
+
+    def _send_outbox(self) -> None:
+        """Write the outbox.  Usually one write of the joined buffers: uvloop's writelines
+        issues a send() per buffer, and a syscall costs far more than copying the bytes once
+        (stored messages stay memoryview slices of the CommitLog until this single copy).
+        Past the high-water mark it goes in chunks of about ``_PACE`` bytes and stops as
+        soon as the transport pauses; the rest keeps waiting, in order, as views."""
+        if self._holding:
+            return
         outbox, self._outbox = self._outbox, []
-        if outbox and self._transport is not None and not self._transport.is_closing():
-            self._transport.write(outbox[0] if len(outbox) == 1 else b"".join(outbox))  # type: ignore[arg-type]
+        counted, self._outbox_bytes = self._outbox_bytes, 0
+        transport = self._transport
+        if not outbox or transport is None or transport.is_closing():
+            return
+        if counted <= _PACE or self._limits is None:
+            transport.write(outbox[0] if len(outbox) == 1 else b"".join(outbox))
+            return
+        start = size = 0
+        end = len(outbox)
+        for i in range(end):
+            part = outbox[i]
+            size += part.nbytes if part.__class__ is memoryview else len(part)
+            if size >= _PACE or i == end - 1:
+                transport.write(outbox[start] if i == start else b"".join(outbox[start : i + 1]))
+                start, size = i + 1, 0
+                if self._holding:
+                    break
+        if start < end:
+            rest = outbox[start:]
+            self._outbox[:0] = rest  # ahead of the marker pause_writing appended
+            self._outbox_bytes = _nbytes(rest)
 
     async def drain(self) -> None:
         """Wait until the transport's write buffer is below its high-water mark."""
@@ -346,15 +500,24 @@ class Connection(asyncio.Protocol):
     def close(self, reason: str = "closed locally") -> None:
         if self._transport is not None and not self._closed:
             self._close_reason = reason
-            self._flush_outbox()  # what was already answered still goes out
-            self._transport.close()
+            if self._holding:
+                # The peer is not reading: waiting to hand it what is queued would keep the
+                # socket (and the queue) for as long as it pleases.
+                self._transport.abort()
+            else:
+                outbox, self._outbox = self._outbox, []
+                if outbox and not self._transport.is_closing():  # what was answered still goes out
+                    self._transport.write(b"".join(outbox))
+                self._transport.close()
         self._closed = True
+        self._decoder.discard()
 
     def abort(self, reason: str) -> None:
         if self._transport is not None and not self._closed:
             self._close_reason = reason
             self._transport.abort()
         self._closed = True
+        self._decoder.discard()
 
     @property
     def is_write_paused(self) -> bool:

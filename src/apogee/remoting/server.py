@@ -9,6 +9,10 @@ Whatever a processor does, the server keeps serving: a ``HeaderError`` becomes a
 SYSTEM_ERROR response carrying its text, any other exception is logged and answered with
 SYSTEM_ERROR, and an unknown code gets REQUEST_CODE_NOT_SUPPORTED, as a Java server does.
 Oneway requests are processed but never answered.
+
+The server also enforces the connection limits of ``remoting/limits.py`` (how many
+connections, how long a frame may take, how much incomplete frames may hold) and keeps their
+counters in ``RemotingServer.counters``.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import resource
 import time
 from collections.abc import Awaitable, Callable
 from typing import NamedTuple
@@ -26,6 +31,7 @@ from apogee.remoting.codes import ResponseCode, SerializeType
 from apogee.remoting.command import RPC_ONEWAY, RPC_RESPONSE, RemotingCommand
 from apogee.remoting.config import RemotingConfig
 from apogee.remoting.connection import Connection
+from apogee.remoting.limits import LimitCounters, ServerLimits
 
 log = logging.getLogger("apogee.remoting.server")
 
@@ -140,6 +146,49 @@ class RequestDispatcher:
             await asyncio.gather(*tasks, return_exceptions=True)
 
 
+# Descriptors a server process needs besides its connections: store files, listening and
+# outbound sockets, the loop's own.
+_RESERVED_DESCRIPTORS = 512
+
+
+def fit_descriptor_limit(connections: int) -> int:
+    """How many connections the process can hold open: the soft descriptor limit is raised
+    toward the hard one when ``connections`` needs it (as the JVM does at start on Linux),
+    and what still does not fit lowers the answer."""
+    wanted = connections + _RESERVED_DESCRIPTORS
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        target = wanted if hard == resource.RLIM_INFINITY else min(hard, wanted)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (ValueError, OSError):
+            pass
+    if soft == resource.RLIM_INFINITY:
+        return connections
+    return max(1, min(connections, soft - _RESERVED_DESCRIPTORS))
+
+
+class _Refused(asyncio.Protocol):
+    """A connection accepted above the limit: closed at once, counted, logged (rate-limited)."""
+
+    def __init__(self, server: RemotingServer) -> None:
+        self._server = server
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        transport.close()
+        server = self._server
+        server.counters.connections_refused += 1
+        peer = transport.get_extra_info("peername")
+        server.limits.warn(
+            "connections",
+            "refusing connection from %s: %d connections open, serverMaxConnections=%d",
+            f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else peer,
+            len(server.connections),
+            server.max_connections,
+        )
+
+
 class RemotingServer:
     """Listen on a TCP address and serve RemotingCommands through a ``RequestDispatcher``."""
 
@@ -153,12 +202,23 @@ class RemotingServer:
         self.dispatcher = dispatcher
         self.config = config or RemotingConfig()
         self.connections: set[Connection] = set()
+        self.limits = ServerLimits(
+            self.config.server_max_incomplete_frame_bytes, self.config.server_frame_receive_timeout_ms / 1000
+        )
+        self.max_connections = self.config.server_max_connections
         self._on_connection_closed = on_connection_closed
         self._server: asyncio.base_events.Server | None = None
-        self._idle_task: asyncio.Task[None] | None = None
+        self._watch_task: asyncio.Task[None] | None = None
 
-    def _make_connection(self) -> Connection:
-        conn = Connection(self.dispatcher, self.config, on_closed=self._closed)
+    @property
+    def counters(self) -> LimitCounters:
+        """What the limits refused or closed so far."""
+        return self.limits.counters
+
+    def _make_connection(self) -> asyncio.Protocol:
+        if len(self.connections) >= self.max_connections:
+            return _Refused(self)
+        conn = Connection(self.dispatcher, self.config, on_closed=self._closed, limits=self.limits)
         self.connections.add(conn)
         return conn
 
@@ -172,29 +232,50 @@ class RemotingServer:
 
     async def start(self, host: str, port: int) -> tuple[str, int]:
         """Bind and start serving; returns the bound (host, port) (useful with port 0)."""
+        self.max_connections = fit_descriptor_limit(self.config.server_max_connections)
+        if self.max_connections < self.config.server_max_connections:
+            log.warning(
+                "serverMaxConnections=%d lowered to %d: the process may open %d descriptors",
+                self.config.server_max_connections,
+                self.max_connections,
+                resource.getrlimit(resource.RLIMIT_NOFILE)[0],
+            )
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
-            self._make_connection, host, port, reuse_address=True, backlog=1024
+            self._make_connection, host, port, reuse_address=True, backlog=self.config.server_socket_backlog
         )
-        self._idle_task = asyncio.create_task(self._close_idle())
+        self._watch_task = asyncio.create_task(self._watch())
         sockname = self._server.sockets[0].getsockname()
         return str(sockname[0]), int(sockname[1])
 
-    async def _close_idle(self) -> None:
-        limit = self.config.channel_max_idle_time_s
-        interval = max(1.0, min(10.0, limit / 4))
+    async def _watch(self) -> None:
+        """Close connections idle too long, and those whose frame is late."""
+        idle_limit = self.config.channel_max_idle_time_s
+        frames = self.limits.frames
+        interval = max(0.05, min(10.0, idle_limit / 4, frames.timeout_s / 4 if frames.timeout_s > 0 else 10.0))
         while True:
             await asyncio.sleep(interval)
+            for conn in frames.expired():
+                frames.release(conn)
+                self.counters.frames_timed_out += 1
+                reason = (
+                    "frame not complete within serverFrameReceiveTimeoutMillis="
+                    f"{self.config.server_frame_receive_timeout_ms}"
+                )
+                self.limits.warn("frame-timeout", "closing connection from %s:%d: %s", *conn.peer, reason)
+                conn.close(reason)
+            self.limits.flush_logs()
             now = time.monotonic()
             for conn in list(self.connections):
-                if now - conn.last_activity > limit:
+                if now - conn.idle_since(now) > idle_limit:
+                    self.counters.idle_closed += 1
                     log.info("closing idle connection from %s:%d", *conn.peer)
-                    conn.close(f"idle for more than {limit} s")
+                    conn.close(f"idle for more than {idle_limit} s")
 
     async def close(self) -> None:
-        if self._idle_task is not None:
-            self._idle_task.cancel()
-            await asyncio.gather(self._idle_task, return_exceptions=True)
+        if self._watch_task is not None:
+            self._watch_task.cancel()
+            await asyncio.gather(self._watch_task, return_exceptions=True)
         if self._server is not None:
             self._server.close()
         for conn in list(self.connections):

@@ -22,6 +22,7 @@ __all__ = [
     "ApogeeSparkError",
     "DataLossError",
     "check_java",
+    "check_workers_python",
     "local_session",
     "one_line",
     "register",
@@ -32,6 +33,7 @@ _LAZY = {
     "register": ("apogee.spark.session", "register"),
     "local_session": ("apogee.spark.session", "local_session"),
     "check_java": ("apogee.spark.session", "check_java"),
+    "check_workers_python": ("apogee.spark.session", "check_workers_python"),
 }
 
 

@@ -42,6 +42,11 @@ class ApogeeDataSource(DataSource):
 
     @classmethod
     def name(cls) -> str:
+        # Spark asks for the name when the class is registered: on the driver (where a
+        # session is active) that is the moment to check that its workers can import us.
+        from apogee.spark.session import check_workers_python
+
+        check_workers_python()
         return "apogee"
 
     def schema(self) -> str:

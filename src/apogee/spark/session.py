@@ -1,4 +1,5 @@
-"""Getting a Spark session that can use the connector: Java check, registration, local session."""
+"""Getting a Spark session that can use the connector: Java and worker-Python checks,
+registration, local session."""
 
 from __future__ import annotations
 
@@ -59,11 +60,68 @@ def check_java() -> str:
     return java
 
 
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+@functools.lru_cache(maxsize=8)
+def _check_python_imports_apogee(python: str) -> None:
+    """Run ``python -c 'import apogee'``; ``ApogeeSparkError`` in one line when it cannot.
+
+    Cached per interpreter (a success only: a failure is checked again once fixed).
+    """
+    resolved = shutil.which(python) or python
+    if _same_file(resolved, sys.executable):
+        return  # this interpreter, which holds apogee
+    fix = (
+        f"set PYSPARK_PYTHON (before the session starts) or spark.pyspark.python to {sys.executable}, "
+        "or install apogee for that interpreter"
+    )
+    try:
+        out = subprocess.run([resolved, "-c", "import apogee"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ApogeeSparkError(
+            f"Spark's Python workers run `{python}`, which cannot be started ({exc}): {fix}"
+        ) from None
+    if out.returncode != 0:
+        lines = out.stderr.strip().splitlines()
+        why = lines[-1] if lines else f"exit status {out.returncode}"
+        raise ApogeeSparkError(f"Spark's Python workers run `{python}`, which cannot import apogee ({why}): {fix}")
+
+
+def check_workers_python(spark: Any = None) -> None:
+    """Fail in one line, before any job, when the Python that Spark starts for its workers
+    (``PYSPARK_PYTHON`` when the session started, else ``python3``) cannot import ``apogee``:
+    Spark unpickles the data source there, and would fail deep inside a job with
+    ``No module named 'apogee'``.
+
+    ``spark`` defaults to the active session.  Checked for local masters only, where the
+    workers run on this machine; on a cluster (or over Spark Connect) the executors' Python
+    is not this machine's to run.
+    """
+    try:
+        from pyspark import SparkContext
+
+        sc = SparkContext._active_spark_context if spark is None else spark.sparkContext
+    except Exception:  # Spark Connect has no SparkContext on the client
+        return
+    if sc is None or not str(sc.master).startswith("local"):
+        return
+    _check_python_imports_apogee(str(sc.pythonExec))
+
+
 def register(spark: Any) -> None:
     """Register the ``apogee`` format on ``spark`` (classic or Spark Connect) and turn on
-    Python filter pushdown so batch reads narrow queues, offsets and times at the broker."""
+    Python filter pushdown so batch reads narrow queues, offsets and times at the broker.
+
+    Raises ``ApogeeSparkError`` when the session's Python workers cannot import ``apogee``
+    (``check_workers_python``)."""
     from apogee.spark.datasource import ApogeeDataSource
 
+    check_workers_python(spark)
     spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
     spark.dataSource.register(ApogeeDataSource)
 

@@ -76,11 +76,11 @@ class PullProcessor:
             h.consumer_group, h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, message_filter=message_filter
         )
         if h.sys_flag & FLAG_SUSPEND and _not_found(result.status, h.queue_offset):
-            return self._hold(req, h, message_filter)
+            return self._hold(conn, req, h, message_filter)
         return self._response(req, h, result)
 
     async def _hold(
-        self, req: RemotingCommand, h: PullMessageRequestHeader, message_filter: MessageFilter
+        self, conn: Connection, req: RemotingCommand, h: PullMessageRequestHeader, message_filter: MessageFilter
     ) -> RemotingCommand:
         if self.b.config.long_polling_enable:
             timeout_ms = h.suspend_timeout_millis
@@ -91,7 +91,8 @@ class PullProcessor:
         # notified nobody, so look again before waiting (no await until the waiter is registered).
         if self.b.store.get_max_offset_in_queue(h.topic, h.queue_id) <= h.queue_offset:
             await self.b.long_polling.wait(
-                h.topic, h.queue_id, h.queue_offset, timeout_ms / 1000, message_filter.is_matched_by_consume_queue
+                h.topic, h.queue_id, h.queue_offset, timeout_ms / 1000, message_filter.is_matched_by_consume_queue,
+                owner=conn,
             )
         result = await self.b.store.get_message_async(
             h.consumer_group, h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, message_filter=message_filter
