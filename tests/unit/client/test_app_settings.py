@@ -84,3 +84,10 @@ def test_an_app_resolves_its_settings_at_start_and_cli_overrides_win(tmp_path: P
     # One client instance for the producer and every consumer of the app.
     assert s.producer.instance_name == s.consumer.instance_name != ""
     assert App("svc").settings(environ={"NAMESRV_ADDR": "a:1"}).producer.instance_name != s.producer.instance_name
+
+
+def test_the_quick_start_example_properties_file_is_valid() -> None:
+    example = Path(__file__).resolve().parents[3] / "examples" / "quickstart_app.properties"
+    settings = App("x", config_file=example).settings(environ={})
+    assert settings.producer.namesrv_addr == "127.0.0.1:9876"
+    assert settings.producer.group == "Default_Server_Producer_Group"
