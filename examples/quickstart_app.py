@@ -8,9 +8,9 @@ The seeds' ``ServerProduct`` (a producer configured from a file, with ``sendSync
 app's template, configured by ``quickstart_app.properties`` beside this file (``NAMESRV_ADDR``
 in the environment overrides it).  ``WarnController`` answers ``GET /warn/syncSend`` on
 ``WARN_HTTP_LISTEN`` (default 127.0.0.1:8080) with the standard library's HTTP server, whose
-request threads use the template's blocking facade.  ``WarnConsumer`` is declared as
-``@RocketMQMessageListener(topic = "TopicTest", consumerGroup = "warn_consumer_group")`` is in
-the seeds, and receives the body decoded as ``str`` (``RocketMQListener<String>``).
+request threads use the template's blocking facade.  ``WarnConsumer`` is declared with the
+topic and group of the seeds' ``@RocketMQMessageListener(topic = "TopicTest", consumerGroup =
+"warn_consumer_group")`` and receives the body decoded as ``str`` (``RocketMQListener<String>``).
 SIGINT/SIGTERM stop the controller, then the consumer (its offsets committed), then the producer.
 """
 

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 import pytest
 
 from apogee.admin.client import AdminClient
+from apogee.cli.admin.topics import wait_for_route
 from apogee.client import ConsumeResult, MessageExt, PullConsumer, PullStatus
 from apogee.client.app import App
 from apogee.common import constants as c
@@ -42,15 +43,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 async def create_topic(cluster: Cluster, topic: str, queues: int = 4) -> None:
     async with AdminClient(cluster.ns) as admin:
         await admin.update_topic(topic, cluster.brokers[0].addr, queues)
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                await admin.route(topic)
-                return
-            except Exception:
-                if time.monotonic() > deadline:
-                    raise
-                await asyncio.sleep(0.05)
+        await wait_for_route(admin, topic)
 
 
 def make_app(cluster: Cluster) -> App:

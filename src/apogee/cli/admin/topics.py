@@ -66,13 +66,18 @@ async def update_topic(
     for name, addr in sorted(targets.items()):
         await admin.update_topic(topic, addr, queue_nums, perm, order)
         console.print(f"create topic {topic} on {name} ({addr}): {queue_nums} queues, perm {perm}")
-    deadline = time.monotonic() + ROUTE_WAIT_S
+    await wait_for_route(admin, topic)
+    console.print(f"topic {topic} is served by the NameServer")
+
+
+async def wait_for_route(admin: AdminClient, topic: str, timeout_s: float = ROUTE_WAIT_S) -> None:
+    """Return once the NameServer serves ``topic``: a broker registers a new topic a moment later."""
+    deadline = time.monotonic() + timeout_s
     while True:
         try:
             await admin.route(topic)
-            break
+            return
         except ApogeeError:
             if time.monotonic() > deadline:
-                raise NoRouteError(f"the NameServer does not serve {topic!r} after {ROUTE_WAIT_S:.0f} s") from None
+                raise NoRouteError(f"the NameServer does not serve {topic!r} after {timeout_s:.0f} s") from None
             await asyncio.sleep(0.1)
-    console.print(f"topic {topic} is served by the NameServer")

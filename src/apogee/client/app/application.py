@@ -34,6 +34,7 @@ import inspect
 import itertools
 import logging
 import os
+import re
 import signal
 import threading
 from collections.abc import Awaitable, Callable, Mapping
@@ -90,7 +91,8 @@ class App:
             self._explicit["namesrv_addr"] = namesrv_addr
         if producer_group is not None:
             self._explicit["producer_group"] = producer_group
-        self._instance_name = f"{os.getpid()}#{name}-{next(_apps)}"
+        # Part of the client id ip@instance: no "@" or spaces from the name.
+        self._instance_name = f"{os.getpid()}#{re.sub(r'[^A-Za-z0-9_.-]', '_', name)}-{next(_apps)}"
         self.listeners: dict[str, ListenerSpec] = {}
         self._startup: list[Hook] = []
         self._shutdown: list[Hook] = []
@@ -184,6 +186,7 @@ class App:
         self.producer = producer
         try:
             await producer.start()
+            self.template.bind(producer)  # listeners may send as soon as their consumer runs
             for spec in self.listeners.values():
                 config = consumer_config(settings.consumer, spec.group, spec.options)
                 consumer = PushConsumer(
@@ -193,7 +196,6 @@ class App:
                 self.consumers[spec.group] = consumer
                 await consumer.start()
             await self._check_topics(settings)
-            self.template.bind(producer)
             self._running = True
             for hook in self._startup:
                 await _call(hook)

@@ -30,6 +30,11 @@ T = TypeVar("T")
 _by_hash = SelectByHash()
 
 
+def _selector(order_key: str | None) -> SelectByHash | None:
+    """Java's hash selector for messages with an order key; none (any queue) without."""
+    return None if order_key is None else _by_hash
+
+
 def build_message(
     topic: str,
     body: object,
@@ -88,9 +93,7 @@ class Template:
     ) -> SendResult:
         """Send and wait for the broker's answer."""
         msg = build_message(topic, body, tag=tag, keys=keys, properties=properties, delay_level=delay_level)
-        if order_key is None:
-            return await self.producer.send(msg, timeout_ms=timeout_ms)
-        return await self.producer.send(msg, selector=_by_hash, arg=order_key, timeout_ms=timeout_ms)
+        return await self.producer.send(msg, selector=_selector(order_key), arg=order_key, timeout_ms=timeout_ms)
 
     async def send_sync_msg(self, topic: str, tag: str | None, body: object) -> SendResult:
         """The seeds' ``sendSyncMsg(topic, tag, body)``: a sync send with a tag."""
@@ -109,9 +112,7 @@ class Template:
     ) -> asyncio.Future[SendResult]:
         """Hand the message over (waiting only for backpressure); a future of its result."""
         msg = build_message(topic, body, tag=tag, keys=keys, properties=properties, delay_level=delay_level)
-        if order_key is None:
-            return await self.producer.send_async(msg)
-        return await self.producer.send_async(msg, selector=_by_hash, arg=order_key)
+        return await self.producer.send_async(msg, selector=_selector(order_key), arg=order_key)
 
     async def send_oneway(
         self,
@@ -125,10 +126,7 @@ class Template:
     ) -> None:
         """Send without waiting for an answer (no retry, no result)."""
         msg = build_message(topic, body, tag=tag, keys=keys, properties=properties)
-        if order_key is None:
-            await self.producer.send_oneway(msg)
-        else:
-            await self.producer.send_oneway(msg, selector=_by_hash, arg=order_key)
+        await self.producer.send_oneway(msg, selector=_selector(order_key), arg=order_key)
 
 
 class SyncTemplate:
