@@ -13,7 +13,7 @@ from apogee.client.app import App
 from apogee.client.app.listeners import CONTEXT, MESSAGE, PAYLOAD, declare, make_listener
 from apogee.client.types import ConsumeContext, ConsumeResult
 from apogee.common.message import MessageExt, MessageQueue
-from apogee.errors import ConfigError
+from apogee.errors import ClientStateError, ConfigError
 
 
 @dataclasses.dataclass
@@ -165,3 +165,16 @@ def test_async_listeners_and_async_on_message() -> None:
     failing = declare(Failing, topic="T", group="G2")
     assert failing.is_async
     assert asyncio.run(make_listener(failing, 16)([msg(b'{"a": 1}')], ctx())) is ConsumeResult.RECONSUME_LATER
+
+
+def test_the_blocking_template_refuses_to_deadlock_or_to_send_before_start() -> None:
+    app = App("svc")
+    with pytest.raises(ClientStateError, match="not running"):
+        app.template.sync.send("T", "x")
+
+    async def on_the_loop() -> None:
+        app.template.bind(object())  # type: ignore[arg-type]  # a stand-in: nothing is sent
+        with pytest.raises(ClientStateError, match="own event loop"):
+            app.template.sync.send_sync_msg("T", "tag", "x")
+
+    asyncio.run(on_the_loop())
