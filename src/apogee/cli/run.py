@@ -12,14 +12,16 @@ from __future__ import annotations
 import importlib
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from apogee.cli.serve import setup_logging
 from apogee.cli.status import ExitStatus
-from apogee.client.app import App
 from apogee.errors import ApogeeError, ConfigError, NameServerUnreachableError, TopicMissingError
+
+if TYPE_CHECKING:  # imported when the command runs: every other `apogee` command starts faster
+    from apogee.client.app import App
 
 
 class AppLoadError(Exception):
@@ -35,6 +37,8 @@ def split_target(target: str) -> tuple[str, list[str]]:
 
 
 def load_app(target: str, app_dir: str | Path = ".") -> App:
+    from apogee.client.app import App
+
     module_name, attrs = split_target(target)
     path = str(Path(app_dir).resolve())
     if path not in sys.path:
