@@ -149,6 +149,20 @@ class MessageValidationError(ClientError, ValueError):
     """A message fails the client's checks (topic, body, properties) before anything is sent."""
 
 
+class PayloadDecodeError(ClientError, ValueError):
+    """A message body does not decode into the type a listener declared (the message is retried)."""
+
+
+class NameServerUnreachableError(ConnectionClosedError):
+    """No NameServer of the configured list answered; the message names them and what to check."""
+
+
+class TopicMissingError(NoRouteError):
+    """A topic an application needs does not exist; the message says how to create it."""
+
+    retriable = False
+
+
 class ClientStateError(ClientError, RuntimeError):
     """The client was used before ``start()`` or after ``shutdown()``."""
 

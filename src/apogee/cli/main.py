@@ -9,6 +9,7 @@ from apogee.cli.admin import admin_group
 from apogee.cli.broker import broker_command, dev_command
 from apogee.cli.demo import demo_command
 from apogee.cli.namesrv import namesrv_command
+from apogee.cli.run import run_command
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -22,6 +23,7 @@ cli.add_command(broker_command)
 cli.add_command(dev_command)
 cli.add_command(demo_command)
 cli.add_command(admin_group)
+cli.add_command(run_command)
 
 
 def main() -> None:

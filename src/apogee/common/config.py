@@ -55,9 +55,14 @@ def _convert(value: Any, typ: Any, key: str) -> Any:
     if isinstance(typ, type) and issubclass(typ, enum.Enum):
         if isinstance(value, typ):
             return value
+        text = str(value).strip()
         try:
-            return typ[str(value).strip().upper()]
+            return typ[text.upper()]
         except KeyError:
+            pass
+        try:  # RocketMQ's own spelling, where the member's value keeps it (CONSUME_FROM_FIRST_OFFSET)
+            return typ(text)
+        except ValueError:
             names = ", ".join(m.name for m in typ)
             raise ConfigError(f"{key}={value!r}: expected one of {names}") from None
     if typ is bool:
