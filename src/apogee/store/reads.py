@@ -9,19 +9,25 @@ I/O thread).
 
 from __future__ import annotations
 
+import logging
 import os
+import struct
 
 from apogee.common import constants as c
 from apogee.common import message_codec
 from apogee.common.message import MessageExt
 from apogee.store.commitlog import CommitLog
 from apogee.store.config import StoreConfig
-from apogee.store.consume_queue import ConsumeQueueTable
+from apogee.store.consume_queue import ConsumeQueue, ConsumeQueueTable
 from apogee.store.index_service import IndexService
 from apogee.store.layout.cq_unit import CQ_UNIT, CQ_UNIT_SIZE
 from apogee.store.results import GetResult, GetStatus, MessageFilter, QueryResult, TagCodeFilter
 
+log = logging.getLogger("apogee.store.reads")
+
 _iter_units = CQ_UNIT.iter_unpack
+_head = struct.Struct(">ii").unpack_from  # TOTALSIZE, MAGICCODE of a record
+_MAGIC = message_codec.MESSAGE_MAGIC_CODE
 
 
 def total_physical_memory() -> int:
@@ -39,6 +45,8 @@ class StoreReader:
         self.queues = queues
         self.index = index
         self.memory_limit = total_physical_memory() * config.access_message_in_memory_max_ratio // 100
+        self.bad_entries = 0  # distinct bad ConsumeQueue entries met by pulls
+        self._bad_logged: set[tuple[str, int, int]] = set()
 
     # --- pulls ---------------------------------------------------------------------------
 
@@ -80,20 +88,31 @@ class StoreReader:
                 result.next_begin_offset = cq.roll_next_file(offset)
             else:
                 try:
-                    self._collect(result, buf, offset, max_msg_nums, max_total_bytes, message_filter)
+                    self._collect(result, cq, buf, offset, max_msg_nums, max_total_bytes, message_filter)
                 finally:
                     buf.release()
         return result
 
-    def _collect(self, result: GetResult, buf: memoryview, offset: int, max_msg_nums: int,
+    def _collect(self, result: GetResult, cq: ConsumeQueue, buf: memoryview, offset: int, max_msg_nums: int,
                  max_total_bytes: int, message_filter: MessageFilter | None) -> None:
         """Pick the records for a pull from the ConsumeQueue entries in ``buf``.
 
         Records stored back to back (a client batch, consecutive sends to one queue) leave as
         one slice of the mapped file, not one slice each: fewer objects here, and one join
         instead of hundreds when the response is written.
+
+        A bad entry (size 0: a hole left by a failed put before issue 16 was fixed; pointing
+        past the written CommitLog; or, for entries this process did not write, not at a
+        record start of its size) is logged and stepped over, that entry only.  Only an entry
+        below the CommitLog's minimum (its file expired) skips to the next CommitLog file, as
+        RocketMQ does: the entries after it in the queue point there too.  Entries below
+        ``cq.verify_below`` (written before this start and not rebuilt by recovery) are
+        checked where they start a slice (TOTALSIZE and MAGICCODE at ``phys``; the next
+        entries of the slice follow it byte for byte); entries the dispatcher wrote are right
+        by construction and cost nothing more.
         """
         clog = self.commitlog
+        clog_min = clog.min_offset
         cfg = self.config
         max_phy = clog.max_offset
         memory_limit = self.memory_limit
@@ -114,6 +133,7 @@ class StoreReader:
         mf = None
         mf_start = mf_end = 0  # readable range of mf (global offsets)
         run_start = run_end = -1  # the slice being built (global offsets within mf)
+        check_until = cq.verify_below - offset  # entries before this index need the header check
         window = buf[:nbytes]
         try:
             for i, (phys, size, tags) in enumerate(_iter_units(window)):
@@ -138,14 +158,20 @@ class StoreReader:
                 if not (mf_start <= phys and phys + size <= mf_end) or size <= 0:
                     found = find(phys) if size > 0 else None
                     if found is None or phys - found.start + size > found.wrote:
-                        if not count:
-                            status = GetStatus.MESSAGE_WAS_REMOVING
-                        next_file_start = clog.roll_next_file(phys)
+                        if size > 0 and phys < clog_min:
+                            if not count:
+                                status = GetStatus.MESSAGE_WAS_REMOVING
+                            next_file_start = clog.roll_next_file(phys)
+                        else:
+                            self._bad_entry(cq, offset + i, phys, size)
                         continue
                     if run_start >= 0:
                         buffers.append(mf.view[run_start - mf_start : run_end - mf_start])  # type: ignore[union-attr]
                         run_start = run_end = -1
                     mf, mf_start, mf_end = found, found.start, found.start + found.wrote
+                if i < check_until and phys != run_end and _head(mf.mm, phys - mf_start) != (size, _MAGIC):  # type: ignore[union-attr]
+                    self._bad_entry(cq, offset + i, phys, size)
+                    continue
                 if by_record is not None:
                     with mf.view[phys - mf_start : phys + size - mf_start] as record:  # type: ignore[union-attr]
                         matched = by_record(record)
@@ -171,6 +197,18 @@ class StoreReader:
         result.buffer_total_size = total
         result.next_begin_offset = offset + consumed
         result.suggest_pulling_from_slave = max_phy - max_phy_pulling > memory_limit
+
+    def _bad_entry(self, cq: ConsumeQueue, queue_offset: int, phys: int, size: int) -> None:
+        """Log a ConsumeQueue entry that points at no record (once per entry)."""
+        key = (cq.topic, cq.queue_id, queue_offset)
+        if key in self._bad_logged:
+            return
+        if len(self._bad_logged) >= 10_000:
+            self._bad_logged.clear()
+        self._bad_logged.add(key)
+        self.bad_entries += 1
+        log.warning("%s-%d: ConsumeQueue entry %d (CommitLog offset %d, size %d) points at no record; "
+                    "skipping it", cq.topic, cq.queue_id, queue_offset, phys, size)
 
     # --- offsets and times -----------------------------------------------------------------
 

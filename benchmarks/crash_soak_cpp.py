@@ -1,0 +1,151 @@
+"""The RocketMQ C++ client's side of ``crash_soak.py`` (run by ``.venv-interop/bin/python``).
+
+    produce NS TOPIC --tag T [--threads 4] [--batch-every 20] [--batch-size 8]
+        send until killed; one line ``ack <key>`` per message once its SendResult is OK
+    consume NS TOPIC GROUP --keys FILE [--timeout 60]
+        a PushConsumer in a new group; one JSON line per message received, until every key
+        of FILE (one per line) arrived or the timeout passed
+
+Bodies are ASCII and derived from their key (``body_for``), so the driver checks every
+delivered body byte for byte without keeping what was sent.  No ``apogee`` import: the C++
+client's wheel lives in its own virtual environment.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+import threading
+import time
+
+
+def body_for(key: str) -> bytes:
+    """The body sent under ``key``: the key, then 0..600 bytes of printable filler."""
+    digest = hashlib.sha256(key.encode()).hexdigest()
+    length = int(digest[:4], 16) % 601
+    filler = (digest * (length // len(digest) + 1))[:length]
+    return f"{key}|{filler}".encode()
+
+
+def key_of(body: bytes) -> str:
+    return body.split(b"|", 1)[0].decode(errors="replace")
+
+
+_out_lock = threading.Lock()
+
+
+def emit(line: str) -> None:
+    with _out_lock:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+
+
+def produce(args: argparse.Namespace) -> None:
+    from rocketmq.client import Message, Producer, SendStatus
+
+    producer = Producer(f"soak_producer_{args.tag}", timeout=args.send_timeout_ms)
+    producer.set_namesrv_addr(args.namesrv)
+    producer.start()
+    emit("started")
+
+    def message(key: str) -> Message:
+        msg = Message(args.topic)
+        msg.set_keys(key)
+        msg.set_tags("soak")
+        msg.set_body(body_for(key))
+        return msg
+
+    def sender(thread: int) -> None:
+        seq = 0
+        while True:
+            if args.batch_every and seq % args.batch_every == args.batch_every - 1:
+                keys = [f"{args.tag}-{thread}-{seq + i}" for i in range(args.batch_size)]
+                seq += args.batch_size
+                try:
+                    result = producer.send_batch([message(k) for k in keys])
+                except Exception as exc:  # the broker is gone: keep trying until killed
+                    emit(f"error {exc!s:.80}")
+                    time.sleep(0.01)
+                    continue
+                if result.status == SendStatus.OK:
+                    emit("\n".join(f"ack {k}" for k in keys))
+                continue
+            key = f"{args.tag}-{thread}-{seq}"
+            seq += 1
+            try:
+                result = producer.send_sync(message(key))
+            except Exception as exc:
+                emit(f"error {exc!s:.80}")
+                time.sleep(0.01)
+                continue
+            if result.status == SendStatus.OK:
+                emit(f"ack {key}")
+
+    threads = [threading.Thread(target=sender, args=(t,), daemon=True) for t in range(args.threads)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
+def consume(args: argparse.Namespace) -> None:
+    from rocketmq.client import PushConsumer, RecvMessage
+    from rocketmq.ffi import dll
+
+    with open(args.keys) as f:
+        wanted = {line.strip() for line in f if line.strip()}
+    lock = threading.Lock()
+    missing = set(wanted)
+
+    def on_message(_consumer: object, handle: object) -> int:
+        msg = RecvMessage(handle)
+        body = msg.body if isinstance(msg.body, bytes) else msg.body.encode()
+        key = key_of(body)
+        emit(json.dumps({"key": key, "ok": body == body_for(key), "queue": msg.queue_id,
+                         "offset": msg.queue_offset}))
+        with lock:
+            missing.discard(key)
+        return 0  # CONSUME_SUCCESS
+
+    consumer = PushConsumer(args.group)
+    consumer.set_namesrv_addr(args.namesrv)
+    dll.Subscribe(consumer._handle, args.topic.encode(), b"*")
+    consumer._register_callback(on_message)
+    consumer.start()
+    deadline = time.time() + args.timeout
+    try:
+        while time.time() < deadline:
+            with lock:
+                if not missing:
+                    break
+            time.sleep(0.02)
+    finally:
+        consumer.shutdown()
+    emit(json.dumps({"done": True, "missing": len(missing)}))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("produce")
+    p.add_argument("namesrv")
+    p.add_argument("topic")
+    p.add_argument("--tag", required=True)
+    p.add_argument("--threads", type=int, default=4)
+    p.add_argument("--batch-every", type=int, default=20)
+    p.add_argument("--batch-size", type=int, default=8)
+    p.add_argument("--send-timeout-ms", type=int, default=3000)
+    c = sub.add_parser("consume")
+    c.add_argument("namesrv")
+    c.add_argument("topic")
+    c.add_argument("group")
+    c.add_argument("--keys", required=True)
+    c.add_argument("--timeout", type=float, default=60)
+    args = parser.parse_args()
+    {"produce": produce, "consume": consume}[args.command](args)
+
+
+if __name__ == "__main__":
+    main()
