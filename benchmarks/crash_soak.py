@@ -366,9 +366,9 @@ def wait_kill_moment(trial: Trial, store: Path, acks_seen: threading.Event, rng:
         trial.kill_after_s = time.monotonic() - start
         return
     watched = store / ("commitlog" if trial.moment == "commitlog-roll" else "consumequeue")
-    time.sleep(rng.uniform(0, s.send_min_s))
+    time.sleep(limit)
     before = _newest(watched)
-    while time.monotonic() - start < s.send_max_s * 2:
+    while time.monotonic() - start < limit + s.send_max_s:
         if _newest(watched) != before:
             break
         time.sleep(0.0005)
@@ -480,7 +480,7 @@ def main() -> None:
     try:
         for flush in flushes:
             for client in clients:
-                tot = totals.setdefault((client, flush), [0, 0, 0, 0])  # trials, failed, acked, lost
+                tot = totals.setdefault((client, flush), [0, 0, 0, 0, 0])  # trials, failed, acked, lost, from mark
                 for _ in range(args.trials):
                     number += 1
                     trial = Trial(number, client, flush, rng.choice(moments), workdir / f"trial-{number}",
@@ -490,13 +490,16 @@ def main() -> None:
                     tot[0] += 1
                     tot[2] += len(set(trial.acked))
                     tot[3] += len(trial.lost)
+                    from_mark = "crash recovery starts at offset" in trial.recovery_log
+                    tot[4] += from_mark
                     status = "ok"
                     if trial.problems:
                         tot[1] += 1
                         status = "FAILED"
                     print(f"trial {number} {client} {flush} kill={trial.moment}@{trial.kill_after_s:.2f}s "
                           f"acked={len(set(trial.acked))} received={len(trial.received)} "
-                          f"lost={len(trial.lost)} {status} ({time.monotonic() - t0:.1f} s)", flush=True)
+                          f"lost={len(trial.lost)} {status} ({time.monotonic() - t0:.1f} s)"
+                          f"{' recovered from a safe point' if from_mark else ''}", flush=True)
                     if trial.problems:
                         print("\n".join("  " + p for p in trial.problems), flush=True)
                         print("  recovery log:\n" + "\n".join("    " + ln for ln in trial.recovery_log.splitlines()),
@@ -508,9 +511,9 @@ def main() -> None:
                         shutil.rmtree(trial.directory, ignore_errors=True)
     finally:
         namesrv.close()
-        print("\nclient  flush        trials  failed  acked    lost")
-        for (client, flush), (n, failed, acked, lost) in totals.items():
-            print(f"{client:7} {flush:12} {n:6}  {failed:6}  {acked:7}  {lost:6}")
+        print("\nclient  flush        trials  failed    acked    lost  recovered from a safe point")
+        for (client, flush), (n, failed, acked, lost, marked) in totals.items():
+            print(f"{client:7} {flush:12} {n:6}  {failed:6}  {acked:7}  {lost:6}  {marked}")
 
 
 def _produce_main(argv: list[str]) -> None:

@@ -46,8 +46,8 @@ DISPATCH_BATCH = 2048
 
 # The abort mark (the recovery start after a process crash) moves on after this much dispatch:
 # a crash rescans and re-dispatches at most about this much (and whatever was not dispatched).
-MARK_EVERY_BYTES = 4 << 20
-MARK_EVERY_RECORDS = 4096
+MARK_EVERY_BYTES = 1 << 20
+MARK_EVERY_RECORDS = 1024
 
 NO_LIMIT = 1 << 62
 
