@@ -26,6 +26,7 @@ and deletion on the I/O thread through the MappedFileQueue.
 from __future__ import annotations
 
 import collections
+import errno
 import logging
 import struct
 import threading
@@ -107,6 +108,7 @@ class CommitLog:
         self._populate_step = config.populate_ahead_bytes
         self._populate_end = 0  # position in the last file up to which population was requested
         self._populate_mark = 0  # write position that triggers the next request
+        self.no_space = False  # the last file creation failed for lack of disk space
 
     # --- offsets ---------------------------------------------------------------------------
 
@@ -244,8 +246,8 @@ class CommitLog:
         mf = files[-1] if files else None
         if mf is None or mf.wrote + total + 8 > mf.size:
             mf = self._roll_locked()
-            if mf is None:
-                return PutStatus.CREATE_MAPPED_FILE_FAILED
+            if mf.__class__ is not MappedFile:
+                return mf
         end = mf.wrote + total
         if end > self._populate_mark:
             self._populate_ahead_locked(mf)
@@ -451,8 +453,9 @@ class CommitLog:
                 hints.append((phys, total, topic, queue_id, qoff, count, cq, tags, now, sysflag, index_entries))
         return PutResult(PutStatus.PUT_OK, phys, total, qoff, now, count, store_ip, store_port, msg_id=msg_ids)
 
-    def _roll_locked(self) -> MappedFile | None:
-        """Close the current file with a blank record and start the next; None on failure."""
+    def _roll_locked(self) -> MappedFile | PutStatus:
+        """Close the current file with a blank record and start the next; on failure the
+        status refusing the put, with ``no_space`` telling whether the disk was full."""
         last = self.mfq.files[-1] if self.mfq.files else None
         if last is not None and last.wrote < last.size:
             remaining = last.size - last.wrote
@@ -463,7 +466,9 @@ class CommitLog:
             mf = self.mfq.add_file(start)
         except OSError as exc:
             log.error("cannot create CommitLog file at offset %d: %s", start, exc)
-            return None
+            self.no_space = exc.errno == errno.ENOSPC
+            return PutStatus.CREATE_MAPPED_FILE_FAILED
+        self.no_space = False
         self._populate_end = 0
         self._populate_mark = 0
         return mf

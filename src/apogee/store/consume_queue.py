@@ -326,11 +326,17 @@ class ConsumeQueue:
         return dropped
 
     def correct_min_offset(self, commitlog_min: int) -> None:
-        """Move the min offset past entries whose messages were deleted (binary search: the
-        physical offsets grow along the queue)."""
+        """Move the min offset past entries whose messages were deleted."""
+        if self.mfq.first is not None:
+            self.min_logic_offset = max(self.min_logic_offset, self.offset_at(commitlog_min) * CQ_UNIT_SIZE)
+
+    def offset_at(self, commitlog_offset: int) -> int:
+        """The first queue offset (from the min) whose message lies at or after
+        ``commitlog_offset``; the max offset if none does.  Binary search: the physical
+        offsets grow along the queue (a hole is judged by the entry after it)."""
         first = self.mfq.first
         if first is None:
-            return
+            return self.min_offset
         lo = max(self.min_logic_offset, first.start) // CQ_UNIT_SIZE
         hi = self.max_offset
         while lo < hi:
@@ -340,11 +346,11 @@ class ConsumeQueue:
             while entry is not None and entry[1] == 0 and probe + 1 < hi:  # a hole: judge by the next entry
                 probe += 1
                 entry = self.get_entry(probe)
-            if entry is not None and (entry[1] == 0 or (entry[0] >= commitlog_min and entry[1] != BLANK_SIZE)):
+            if entry is not None and (entry[1] == 0 or (entry[0] >= commitlog_offset and entry[1] != BLANK_SIZE)):
                 hi = mid  # (only holes up to hi say nothing: keep them)
             else:
                 lo = probe + 1
-        self.min_logic_offset = max(self.min_logic_offset, lo * CQ_UNIT_SIZE)
+        return lo
 
     def expired_files(self, commitlog_min: int) -> int:
         """How many leading files only point below ``commitlog_min`` (never the last file)."""

@@ -26,7 +26,7 @@ from typing import Any
 from apogee.common.message import MessageExt
 from apogee.errors import StoreError
 from apogee.store.checkpoint import AbortMark, StoreCheckpoint
-from apogee.store.cleanup import CleanService, DiskUsage
+from apogee.store.cleanup import CleanService, CommittedOffsets, DiskUsage
 from apogee.store.commitlog import CommitLog, wall_clock_ms
 from apogee.store.config import FlushDiskType, StoreConfig
 from apogee.store.consume_queue import ConsumeQueueTable
@@ -305,7 +305,23 @@ class MessageStore:
             if self._group is not None:
                 return result, self._group.request(result.wrote_offset + result.wrote_bytes)
             self._wake_dispatch_soon()
+        elif result.status is PutStatus.DISK_FULL or (
+                result.status is PutStatus.CREATE_MAPPED_FILE_FAILED and self.commitlog.no_space):
+            result.status = PutStatus.DISK_FULL  # what the client should hear (not "busy or broken")
+            self._disk_full_now()
         return result, None
+
+    def _disk_full_now(self) -> None:
+        """A put found no disk space before the periodic check did: refuse puts from now on
+        (DISK_FULL) and run a cleanup pass at once; the next check decides when to accept
+        them again."""
+        if self.cleaner.disk_full:
+            return
+        log.error("no disk space left for the CommitLog: refusing writes until files are deleted")
+        self.cleaner.disk_full = self.cleaner.clean_immediately = True
+        self._update_accepting()
+        if self._running:
+            self._spawn(self.run_cleanup(), "cleanup-now")
 
     def _wake_dispatch_soon(self) -> None:
         """Wake the dispatcher one callback later, not now.
@@ -471,6 +487,24 @@ class MessageStore:
         self._update_accepting()
         return deleted
 
+    async def check_disk(self) -> float:
+        """Measure disk use now and refuse or take puts accordingly (the disk guard's check
+        without a cleanup pass); returns the use in percent."""
+        usage = await self.cleaner.check_disk()
+        self._update_accepting()
+        return usage
+
+    def set_committed_offsets(self, committed: CommittedOffsets) -> None:
+        """Give the store the consumer groups' committed offsets (the broker's table): a
+        cleanup logs and counts what it deletes before a group consumed it, and with
+        ``cleanUnconsumedFileEnable=false`` keeps it."""
+        self.cleaner.committed_offsets = committed
+
+    def disk_util(self) -> str:
+        """Disk use as RocketMQ's answer to a refused put shows it: ``CL:  0.91 CQ:  0.91 INDEX:  0.91``
+        (fractions of the CommitLog, ConsumeQueue and index partitions, at the last check)."""
+        return "CL: {0:5.2f} CQ: {0:5.2f} INDEX: {0:5.2f}".format(self.cleaner.last_usage / 100)
+
     def request_delete_files(self) -> None:
         """Delete expired files on the next passes whatever the hour."""
         self.cleaner.request_delete()
@@ -586,6 +620,8 @@ class MessageStore:
                                 self._periodic.fsyncs if self._periodic else 0),
             "diskUsedPercent": round(self.cleaner.last_usage, 2),
             "diskFull": self.cleaner.disk_full,
+            "unconsumedDeleted": self.cleaner.unconsumed_deleted_total,
+            "badConsumeQueueEntries": self.reader.bad_entries,
             "writable": self._accepting,
         }
 
