@@ -27,7 +27,9 @@ log = logging.getLogger("apogee.store.reads")
 
 _iter_units = CQ_UNIT.iter_unpack
 _head = struct.Struct(">ii").unpack_from  # TOTALSIZE, MAGICCODE of a record
+_SIZE_AT = struct.Struct(">i")  # the size field of a ConsumeQueue entry, at byte 8
 _MAGIC = message_codec.MESSAGE_MAGIC_CODE
+SCREEN_ENTRIES = 512  # entries from before a restart checked per pull (StoreReader._screen)
 
 
 def total_physical_memory() -> int:
@@ -87,11 +89,38 @@ class StoreReader:
                 result.status = GetStatus.OFFSET_FOUND_NULL
                 result.next_begin_offset = cq.roll_next_file(offset)
             else:
+                if offset < cq.verify_below:  # entries from before this start: check them first
+                    buf = self._screen(cq, buf, offset, max_msg_nums)
                 try:
                     self._collect(result, cq, buf, offset, max_msg_nums, max_total_bytes, message_filter)
                 finally:
                     buf.release()
         return result
+
+    @staticmethod
+    def _scan_entries(max_msg_nums: int) -> int:
+        """How many ConsumeQueue entries a pull looks at, at most (RocketMQ's 16000)."""
+        return max(16000, max_msg_nums * CQ_UNIT_SIZE) // CQ_UNIT_SIZE
+
+    def _screen(self, cq: ConsumeQueue, buf: memoryview, offset: int, max_msg_nums: int) -> memoryview:
+        """The first entries of ``buf`` (released) as a copy in which each entry below
+        ``cq.verify_below`` that does not point at a record start of its size (TOTALSIZE and
+        MAGICCODE there) has size 0, so that ``_collect`` steps over it.  Only entries this
+        process did not write (nor its recovery rebuild) need it: the dispatcher's are right by
+        construction, and the usual pull pays nothing.  At most SCREEN_ENTRIES a pull: a
+        consumer catching up on old data pulls again for the rest."""
+        n = min(len(buf) // CQ_UNIT_SIZE, max(SCREEN_ENTRIES, max_msg_nums), cq.verify_below - offset)
+        find = self.commitlog.mfq.find
+        screened = bytearray(buf[: n * CQ_UNIT_SIZE])
+        buf.release()
+        for i, (phys, size, _tags) in enumerate(CQ_UNIT.iter_unpack(bytes(screened))):
+            mf = find(phys) if size > 0 else None
+            if mf is None or phys - mf.start + size > mf.wrote or phys < self.commitlog.min_offset:
+                continue  # _collect judges these itself
+            if _head(mf.mm, phys - mf.start) != (size, _MAGIC):
+                self._bad_entry(cq, offset + i, phys, size)
+                _SIZE_AT.pack_into(screened, i * CQ_UNIT_SIZE + 8, 0)
+        return memoryview(screened)
 
     def _collect(self, result: GetResult, cq: ConsumeQueue, buf: memoryview, offset: int, max_msg_nums: int,
                  max_total_bytes: int, message_filter: MessageFilter | None) -> None:
@@ -101,22 +130,18 @@ class StoreReader:
         one slice of the mapped file, not one slice each: fewer objects here, and one join
         instead of hundreds when the response is written.
 
-        A bad entry (size 0: a hole left by a failed put before issue 16 was fixed; pointing
-        past the written CommitLog; or, for entries this process did not write, not at a
-        record start of its size) is logged and stepped over, that entry only.  Only an entry
-        below the CommitLog's minimum (its file expired) skips to the next CommitLog file, as
-        RocketMQ does: the entries after it in the queue point there too.  Entries below
-        ``cq.verify_below`` (written before this start and not rebuilt by recovery) are
-        checked where they start a slice (TOTALSIZE and MAGICCODE at ``phys``; the next
-        entries of the slice follow it byte for byte); entries the dispatcher wrote are right
-        by construction and cost nothing more.
+        A bad entry (size 0: a hole left by a failed put before issue 16 was fixed, or an
+        entry ``_screen`` found pointing at no record; or pointing past the written CommitLog)
+        is logged and stepped over, that entry only.  Only an entry below the CommitLog's
+        minimum (its file expired) skips to the next CommitLog file, as RocketMQ does: the
+        entries after it in the queue point there too.
         """
         clog = self.commitlog
         clog_min = clog.min_offset
         cfg = self.config
         max_phy = clog.max_offset
         memory_limit = self.memory_limit
-        scan_entries = max(16000, max_msg_nums * CQ_UNIT_SIZE) // CQ_UNIT_SIZE
+        scan_entries = self._scan_entries(max_msg_nums)
         nbytes = min(len(buf), scan_entries * CQ_UNIT_SIZE)
         consumed = nbytes // CQ_UNIT_SIZE
         status = GetStatus.NO_MATCHED_MESSAGE
@@ -133,7 +158,6 @@ class StoreReader:
         mf = None
         mf_start = mf_end = 0  # readable range of mf (global offsets)
         run_start = run_end = -1  # the slice being built (global offsets within mf)
-        check_until = cq.verify_below - offset  # entries before this index need the header check
         window = buf[:nbytes]
         try:
             for i, (phys, size, tags) in enumerate(_iter_units(window)):
@@ -169,9 +193,6 @@ class StoreReader:
                         buffers.append(mf.view[run_start - mf_start : run_end - mf_start])  # type: ignore[union-attr]
                         run_start = run_end = -1
                     mf, mf_start, mf_end = found, found.start, found.start + found.wrote
-                if i < check_until and phys != run_end and _head(mf.mm, phys - mf_start) != (size, _MAGIC):  # type: ignore[union-attr]
-                    self._bad_entry(cq, offset + i, phys, size)
-                    continue
                 if by_record is not None:
                     with mf.view[phys - mf_start : phys + size - mf_start] as record:  # type: ignore[union-attr]
                         matched = by_record(record)
