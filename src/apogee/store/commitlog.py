@@ -245,9 +245,10 @@ class CommitLog:
         files = self.mfq.files
         mf = files[-1] if files else None
         if mf is None or mf.wrote + total + 8 > mf.size:
-            mf = self._roll_locked()
-            if mf.__class__ is not MappedFile:
-                return mf
+            rolled = self._roll_locked()
+            if isinstance(rolled, PutStatus):
+                return rolled
+            mf = rolled
         end = mf.wrote + total
         if end > self._populate_mark:
             self._populate_ahead_locked(mf)

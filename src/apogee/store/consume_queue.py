@@ -269,9 +269,9 @@ class ConsumeQueue:
         floor = max(files[0].start, self.min_logic_offset)
         pos = end_pos
         while pos > floor:
-            mf = self.mfq.find(pos - CQ_UNIT_SIZE)
-            assert mf is not None
-            phys, size, _ = _unpack_unit(mf.mm, pos - CQ_UNIT_SIZE - mf.start)
+            holder = self.mfq.find(pos - CQ_UNIT_SIZE)
+            assert holder is not None
+            phys, size, _ = _unpack_unit(holder.mm, pos - CQ_UNIT_SIZE - holder.start)
             if phys == BLANK_PHYS_OFFSET and size == BLANK_SIZE:
                 break
             if (size > 0 and phys >= 0 and phys + size <= safe_offset

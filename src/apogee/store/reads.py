@@ -21,6 +21,7 @@ from apogee.store.config import StoreConfig
 from apogee.store.consume_queue import ConsumeQueue, ConsumeQueueTable
 from apogee.store.index_service import IndexService
 from apogee.store.layout.cq_unit import CQ_UNIT, CQ_UNIT_SIZE
+from apogee.store.mapped_file import MappedFile
 from apogee.store.results import GetResult, GetStatus, MessageFilter, QueryResult, TagCodeFilter
 
 log = logging.getLogger("apogee.store.reads")
@@ -155,7 +156,7 @@ class StoreReader:
         by_tag = message_filter.is_matched_by_consume_queue if message_filter is not None else None
         by_record = (message_filter.is_matched_by_commit_log
                      if message_filter is not None and not isinstance(message_filter, TagCodeFilter) else None)
-        mf = None
+        mf: MappedFile | None = None
         mf_start = mf_end = 0  # readable range of mf (global offsets)
         run_start = run_end = -1  # the slice being built (global offsets within mf)
         window = buf[:nbytes]
