@@ -52,7 +52,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from crash_soak_cpp import body_for, key_of  # noqa: E402
+from crash_soak_cpp import add_producer_arguments, body_for, key_of, send_plan  # noqa: E402
 
 from apogee.common import message_codec as mc  # noqa: E402
 from apogee.store.layout import checkpoint as cp_layout  # noqa: E402
@@ -263,28 +263,17 @@ async def _apogee_produce(args: argparse.Namespace) -> None:
         return msg
 
     async def sender(thread: int) -> None:
-        seq = 0
-        while True:
-            if args.batch_every and seq % args.batch_every == args.batch_every - 1:
-                keys = [f"{args.tag}-{thread}-{seq + i}" for i in range(args.batch_size)]
-                seq += args.batch_size
-                try:
-                    results = await producer.send_batch([message(k) for k in keys])
-                except Exception:
-                    await asyncio.sleep(0.01)
-                    continue
-                if all(r.status is SendStatus.SEND_OK for r in results):
-                    print("\n".join(f"ack {k}" for k in keys), flush=True)
-                continue
-            key = f"{args.tag}-{thread}-{seq}"
-            seq += 1
+        for keys in send_plan(args.tag, thread, args.batch_every, args.batch_size):
             try:
-                result = await producer.send(message(key))
-            except Exception:
+                if len(keys) == 1:
+                    results = [await producer.send(message(keys[0]))]
+                else:
+                    results = await producer.send_batch([message(k) for k in keys])
+            except Exception:  # the broker is gone: keep trying until killed
                 await asyncio.sleep(0.01)
                 continue
-            if result.status is SendStatus.SEND_OK:
-                print(f"ack {key}", flush=True)
+            if all(r.status is SendStatus.SEND_OK for r in results):
+                print("\n".join(f"ack {k}" for k in keys), flush=True)
 
     await asyncio.gather(*(sender(t) for t in range(args.threads)))
 
@@ -518,12 +507,7 @@ def main() -> None:
 
 def _produce_main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("namesrv")
-    parser.add_argument("topic")
-    parser.add_argument("--tag", required=True)
-    parser.add_argument("--threads", type=int, default=4)
-    parser.add_argument("--batch-every", type=int, default=20)
-    parser.add_argument("--batch-size", type=int, default=8)
+    add_producer_arguments(parser)
     asyncio.run(_apogee_produce(parser.parse_args(argv)))
 
 

@@ -19,6 +19,7 @@ import json
 import sys
 import threading
 import time
+from collections.abc import Iterator
 
 
 def body_for(key: str) -> bytes:
@@ -31,6 +32,16 @@ def body_for(key: str) -> bytes:
 
 def key_of(body: bytes) -> str:
     return body.split(b"|", 1)[0].decode(errors="replace")
+
+
+def send_plan(tag: str, thread: int, batch_every: int, batch_size: int) -> Iterator[list[str]]:
+    """The keys one sending thread sends, a send at a time: one key (a single send) or, every
+    ``batch_every``-th send, ``batch_size`` keys (a batch).  Both producers follow it."""
+    seq = 0
+    while True:
+        count = batch_size if batch_every and seq % batch_every == batch_every - 1 else 1
+        yield [f"{tag}-{thread}-{seq + i}" for i in range(count)]
+        seq += count
 
 
 _out_lock = threading.Lock()
@@ -58,30 +69,18 @@ def produce(args: argparse.Namespace) -> None:
         return msg
 
     def sender(thread: int) -> None:
-        seq = 0
-        while True:
-            if args.batch_every and seq % args.batch_every == args.batch_every - 1:
-                keys = [f"{args.tag}-{thread}-{seq + i}" for i in range(args.batch_size)]
-                seq += args.batch_size
-                try:
-                    result = producer.send_batch([message(k) for k in keys])
-                except Exception as exc:  # the broker is gone: keep trying until killed
-                    emit(f"error {exc!s:.80}")
-                    time.sleep(0.01)
-                    continue
-                if result.status == SendStatus.OK:
-                    emit("\n".join(f"ack {k}" for k in keys))
-                continue
-            key = f"{args.tag}-{thread}-{seq}"
-            seq += 1
+        for keys in send_plan(args.tag, thread, args.batch_every, args.batch_size):
             try:
-                result = producer.send_sync(message(key))
-            except Exception as exc:
+                if len(keys) == 1:
+                    result = producer.send_sync(message(keys[0]))
+                else:
+                    result = producer.send_batch([message(k) for k in keys])
+            except Exception as exc:  # the broker is gone: keep trying until killed
                 emit(f"error {exc!s:.80}")
                 time.sleep(0.01)
                 continue
             if result.status == SendStatus.OK:
-                emit(f"ack {key}")
+                emit("\n".join(f"ack {k}" for k in keys))
 
     threads = [threading.Thread(target=sender, args=(t,), daemon=True) for t in range(args.threads)]
     for t in threads:
@@ -126,16 +125,21 @@ def consume(args: argparse.Namespace) -> None:
     emit(json.dumps({"done": True, "missing": len(missing)}))
 
 
+def add_producer_arguments(parser: argparse.ArgumentParser) -> None:
+    """What both soak producers take (this one and ``crash_soak.py _produce``)."""
+    parser.add_argument("namesrv")
+    parser.add_argument("topic")
+    parser.add_argument("--tag", required=True)
+    parser.add_argument("--threads", type=int, default=4)
+    parser.add_argument("--batch-every", type=int, default=20)
+    parser.add_argument("--batch-size", type=int, default=8)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("produce")
-    p.add_argument("namesrv")
-    p.add_argument("topic")
-    p.add_argument("--tag", required=True)
-    p.add_argument("--threads", type=int, default=4)
-    p.add_argument("--batch-every", type=int, default=20)
-    p.add_argument("--batch-size", type=int, default=8)
+    add_producer_arguments(p)
     p.add_argument("--send-timeout-ms", type=int, default=3000)
     c = sub.add_parser("consume")
     c.add_argument("namesrv")
