@@ -104,17 +104,20 @@ class StoreReader:
         return max(16000, max_msg_nums * CQ_UNIT_SIZE) // CQ_UNIT_SIZE
 
     def _screen(self, cq: ConsumeQueue, buf: memoryview, offset: int, max_msg_nums: int) -> memoryview:
-        """The first entries of ``buf`` (released) as a copy in which each entry below
+        """The entries a pull looks at (``buf``, released) as a copy in which each entry below
         ``cq.verify_below`` that does not point at a record start of its size (TOTALSIZE and
         MAGICCODE there) has size 0, so that ``_collect`` steps over it.  Only entries this
         process did not write (nor its recovery rebuild) need it: the dispatcher's are right by
-        construction, and the usual pull pays nothing.  At most SCREEN_ENTRIES a pull: a
-        consumer catching up on old data pulls again for the rest."""
-        n = min(len(buf) // CQ_UNIT_SIZE, max(SCREEN_ENTRIES, max_msg_nums), cq.verify_below - offset)
+        construction, and the usual pull pays nothing.  At most SCREEN_ENTRIES old entries a
+        pull (the window ends there): a consumer catching up on old data pulls again."""
+        old = min(cq.verify_below - offset, max(SCREEN_ENTRIES, max_msg_nums))
+        n = min(len(buf) // CQ_UNIT_SIZE, self._scan_entries(max_msg_nums))
+        if old < cq.verify_below - offset:
+            n = min(n, old)
         find = self.commitlog.mfq.find
         screened = bytearray(buf[: n * CQ_UNIT_SIZE])
         buf.release()
-        for i, (phys, size, _tags) in enumerate(CQ_UNIT.iter_unpack(bytes(screened))):
+        for i, (phys, size, _tags) in enumerate(CQ_UNIT.iter_unpack(bytes(screened[: old * CQ_UNIT_SIZE]))):
             mf = find(phys) if size > 0 else None
             if mf is None or phys - mf.start + size > mf.wrote or phys < self.commitlog.min_offset:
                 continue  # _collect judges these itself

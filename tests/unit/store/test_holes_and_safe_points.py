@@ -151,9 +151,11 @@ async def test_an_old_entry_pointing_inside_a_record_is_stepped_over(open_store,
     again = await open_store(**BIG)  # the entries are now older than this process
     e4 = cq_entry(again, "G", 0, 2)  # body(4)
     poke_entry(again, "G", 0, 2, e4[0] + 7, e4[1])  # inside the record
-    r = again.get_message("g", "G", 0, 0, 32)
-    assert r.queue_offsets == [0, 1, 3, 4]
-    assert [m.body for m in mc.decode_records(b"".join(r.buffers))] == [body(0), body(2), body(6), body(8)]
+    await again.put_message(make_msg("G", 0, body(10)))  # a new entry after the old ones
+    await again.wait_dispatched()
+    r = again.get_message("g", "G", 0, 0, 32)  # one pull: the old entries checked, the new one too
+    assert r.queue_offsets == [0, 1, 3, 4, 5] and r.next_begin_offset == 6
+    assert [m.body for m in mc.decode_records(b"".join(r.buffers))] == [body(i) for i in (0, 2, 6, 8, 10)]
     r.release()
 
 
