@@ -122,17 +122,26 @@ class AbortMark:
             os.close(dfd)
 
     def update(self, offset: int) -> None:
-        """Record ``offset`` (36 bytes into the page cache, no fsync: cheap)."""
+        """Record ``offset`` (36 bytes into the page cache, no fsync: cheap).  A write that
+        fails leaves the old mark, an earlier safe point, and stops further updates."""
         if self._fd is None or not self.boot:
             return
-        os.pwrite(self._fd, abort_mark.pack_mark(self.boot, offset), 0)
+        try:
+            os.pwrite(self._fd, abort_mark.pack_mark(self.boot, offset), 0)
+        except OSError as exc:
+            log.error("cannot update the abort mark (%s); a crash recovery will start earlier", exc)
+            self.boot = b""
+            return
         self.offset = offset
 
     def invalidate(self) -> None:
         """Forget the mark (the page cache may have lost writes: an fsync failed)."""
-        if self._fd is not None:
-            os.pwrite(self._fd, bytes(abort_mark.MARK_SIZE), 0)
         self.boot = b""
+        if self._fd is not None:
+            try:
+                os.pwrite(self._fd, bytes(abort_mark.MARK_SIZE), 0)
+            except OSError as exc:
+                log.error("cannot clear the abort mark (%s)", exc)
 
     def close(self, *, remove: bool) -> None:
         if self._fd is not None:

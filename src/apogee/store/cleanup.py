@@ -91,6 +91,7 @@ class CleanService:
         # Messages deleted before a group consumed them, by (group, topic, queue id), and in all.
         self.unconsumed_deleted: dict[tuple[str, str, int], int] = {}
         self.unconsumed_deleted_total = 0
+        self._pass = asyncio.Lock()
 
     def request_delete(self, times: int = 20) -> None:
         """Delete expired files on the next passes regardless of hour (mqadmin deleteExpiredCommitLog)."""
@@ -133,7 +134,12 @@ class CleanService:
         return usage
 
     async def run_once(self, now_ms: int | None = None) -> int:
-        """One pass; returns how many CommitLog files were deleted."""
+        """One pass; returns how many CommitLog files were deleted.  One pass at a time (a
+        full disk starts one besides the periodic ones)."""
+        async with self._pass:
+            return await self._run_once(now_ms)
+
+    async def _run_once(self, now_ms: int | None) -> int:
         store = self._store
         cfg = self._config
         now = store.clock() if now_ms is None else now_ms
