@@ -11,12 +11,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from apogee.broker.clients import ClientManager
 from apogee.broker.config import BrokerConfig, advertised_ip
 from apogee.broker.locks import RebalanceLockManager
 from apogee.broker.long_polling import PullRequestHoldService
+from apogee.broker.offsets import SEPARATOR as OFFSET_KEY_SEPARATOR
 from apogee.broker.offsets import ConsumerOffsetManager
 from apogee.broker.persistence import TableWriter
 from apogee.broker.processors.admin import AdminProcessor
@@ -118,6 +120,7 @@ class BrokerController:
         log.info("advertising %s to NameServers and in STOREHOST: %s", self.broker_addr, self.store_ip_reason)
         await self.store.start()
         self.store.add_arrival_listener(self._message_arrived)
+        self.store.set_committed_offsets(self._committed_offsets)
         self.schedule.start()
         self.transactions.start()
         namesrvs = self.config.namesrv_list()
@@ -201,6 +204,14 @@ class BrokerController:
                     conn.send(notify_request(group))
                 except ApogeeError as exc:
                     log.debug("notify %s failed: %s", channel.client_id, exc)
+
+    def _committed_offsets(self) -> Iterator[tuple[str, str, int, int]]:
+        """(group, topic, queue id, next offset) of every committed offset, for the store's
+        report of what a cleanup deletes before it was consumed."""
+        for key, queues in self.offsets.table.items():
+            topic, _, group = key.partition(OFFSET_KEY_SEPARATOR)
+            for queue_id, offset in queues.items():
+                yield group, topic, queue_id, offset
 
     def _message_arrived(
         self, topic: str, queue_id: int, max_offset: int, tags_code: int | None, properties: object

@@ -15,6 +15,11 @@ Every ``cleanResourceInterval`` ms:
 Only whole files go, from the front: stored data is never rewritten.  Files are taken out of
 their queues on the owner's thread (so no new reader finds them) and unlinked on the I/O
 thread; a mapping with live slices is closed on a later pass.
+
+What a deletion takes from consumers is logged and counted: for each consumer group and queue
+(from ``committed_offsets``, the broker's table), the range of queue offsets deleted before
+the group consumed them (``unconsumed_deleted``).  With ``cleanUnconsumedFileEnable=false``
+no file holding such a message is deleted at all, and a full disk refuses puts instead.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ import asyncio
 import logging
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from apogee.store.mapped_file import MappedFile
@@ -35,6 +40,8 @@ log = logging.getLogger("apogee.store.cleanup")
 
 DELETE_FILES_BATCH_MAX = 10
 DiskUsage = Callable[[str], float]
+CommittedOffsets = Callable[[], Iterable[tuple[str, str, int, int]]]
+"""``() -> (group, topic, queue_id, next offset to consume)`` for every committed offset."""
 
 
 def disk_used_percent(path: str) -> float:
@@ -79,6 +86,12 @@ class CleanService:
         self.last_usage = 0.0
         self.deleted_files = 0
         self._zombies: list[MappedFile] = []
+        # Set by the broker: the store does not know consumer groups.
+        self.committed_offsets: CommittedOffsets | None = None
+        # Messages deleted before a group consumed them, by (group, topic, queue id), and in all.
+        self.unconsumed_deleted: dict[tuple[str, str, int], int] = {}
+        self.unconsumed_deleted_total = 0
+        self._pass = asyncio.Lock()
 
     def request_delete(self, times: int = 20) -> None:
         """Delete expired files on the next passes regardless of hour (mqadmin deleteExpiredCommitLog)."""
@@ -121,7 +134,12 @@ class CleanService:
         return usage
 
     async def run_once(self, now_ms: int | None = None) -> int:
-        """One pass; returns how many CommitLog files were deleted."""
+        """One pass; returns how many CommitLog files were deleted.  One pass at a time (a
+        full disk starts one besides the periodic ones)."""
+        async with self._pass:
+            return await self._run_once(now_ms)
+
+    async def _run_once(self, now_ms: int | None) -> int:
         store = self._store
         cfg = self._config
         now = store.clock() if now_ms is None else now_ms
@@ -134,11 +152,14 @@ class CleanService:
             force = cfg.clean_file_forcibly_enable and self.clean_immediately
             mfq = store.commitlog.mfq
             snapshot = list(mfq.files)
+            keep_from = store.dispatcher.offset
+            if not cfg.clean_unconsumed_file_enable:
+                keep_from = min(keep_from, self._first_unconsumed())
             count = await store.io.run(
-                count_expired, snapshot, now, cfg.file_reserved_time_h * 3_600_000, force,
-                store.dispatcher.offset,
+                count_expired, snapshot, now, cfg.file_reserved_time_h * 3_600_000, force, keep_from,
             )
             if count and mfq.files[:count] == snapshot[:count]:
+                self._report_unconsumed(mfq.files[count].start, force)
                 removed = mfq.remove_front(count)
                 await store.io.run(mfq.destroy_files, removed)
                 deleted = len(removed)
@@ -148,6 +169,48 @@ class CleanService:
         await self.clean_logic_files()
         await store.io.run(store.commitlog.mfq.retry_zombies)
         return deleted
+
+    def _committed(self) -> dict[tuple[str, int], list[tuple[str, int]]]:
+        """Committed offsets by (topic, queue id): [(group, next offset)]."""
+        out: dict[tuple[str, int], list[tuple[str, int]]] = {}
+        if self.committed_offsets is not None:
+            for group, topic, queue_id, offset in self.committed_offsets():
+                out.setdefault((topic, queue_id), []).append((group, offset))
+        return out
+
+    def _first_unconsumed(self) -> int:
+        """CommitLog offset of the oldest message some group has not consumed yet."""
+        first = 1 << 62
+        queues = self._store.consume_queues
+        for (topic, queue_id), groups in self._committed().items():
+            cq = queues.get(topic, queue_id)
+            if cq is None:
+                continue
+            entry = cq.get_entry(max(cq.min_offset, min(offset for _, offset in groups)))
+            if entry is not None and entry[1] > 0:
+                first = min(first, entry[0])
+        return first
+
+    def _report_unconsumed(self, new_min: int, forced: bool) -> None:
+        """Log and count, per group and queue, the messages below CommitLog offset
+        ``new_min`` (about to be deleted) that the group has not consumed."""
+        queues = self._store.consume_queues
+        level = logging.WARNING if forced else logging.INFO
+        for (topic, queue_id), groups in self._committed().items():
+            cq = queues.get(topic, queue_id)
+            if cq is None:
+                continue
+            low, high = cq.min_offset, cq.offset_at(new_min)
+            for group, offset in groups:
+                first = max(offset, low)
+                if first >= high:
+                    continue
+                key = (group, topic, queue_id)
+                self.unconsumed_deleted[key] = self.unconsumed_deleted.get(key, 0) + high - first
+                self.unconsumed_deleted_total += high - first
+                log.log(level, "%s deletes %d messages group %s has not consumed: %s-%d queue offsets %d..%d",
+                        "forced cleanup (disk full)" if forced else "expiry", high - first, group, topic,
+                        queue_id, first, high - 1)
 
     async def clean_logic_files(self) -> None:
         """Drop ConsumeQueue and index files that only point below the CommitLog minimum."""

@@ -26,6 +26,7 @@ and deletion on the I/O thread through the MappedFileQueue.
 from __future__ import annotations
 
 import collections
+import errno
 import logging
 import struct
 import threading
@@ -43,10 +44,12 @@ from apogee.common.message_codec import (
     MESSAGE_MAGIC_CODE,
     OFF_BODY,
     RECORD_FIXED,
+    check_record,
     get_property,
     join_properties,
     properties_field,
     properties_to_string,
+    read_dispatch_fields,
     read_store_timestamp,
     topic_field,
     topic_field_cache,
@@ -105,6 +108,7 @@ class CommitLog:
         self._populate_step = config.populate_ahead_bytes
         self._populate_end = 0  # position in the last file up to which population was requested
         self._populate_mark = 0  # write position that triggers the next request
+        self.no_space = False  # the last file creation failed for lack of disk space
 
     # --- offsets ---------------------------------------------------------------------------
 
@@ -193,30 +197,46 @@ class CommitLog:
             if now < self.last_store_ts:
                 now = self.last_store_ts  # store times never go backwards (recovery relies on it)
             self.last_store_ts = now
-            if tran in _QUEUED:
-                key = (topic, queue_id)
-                qoff = self.topic_queue_table.get(key, 0)
-                self.topic_queue_table[key] = qoff + 1
-            else:
-                qoff = 0  # PREPARED / ROLLBACK: no ConsumeQueue entry (RocketMQ's rule)
+            key = (topic, queue_id)
+            queued = tran in _QUEUED  # PREPARED / ROLLBACK: no ConsumeQueue entry (RocketMQ)
+            qoff = self.topic_queue_table.get(key, 0) if queued else 0
             mm = mf.mm
-            p = pos + OFF_BODY
-            mm[p : p + body_len] = body
-            p += body_len
-            mm[p : pos + total] = tail
-            # fixed part last (see message_codec.write_record): no half record looks valid
-            _pack_fixed_into(
-                mm, pos, total, MESSAGE_MAGIC_CODE, crc, queue_id, msg.flag, qoff, phys, sysflag,
-                msg.born_timestamp, born_ip, born_host[1], now, store_ip, store_port,
-                msg.reconsume_times, msg.prepared_transaction_offset, body_len,
-            )
+            try:
+                p = pos + OFF_BODY
+                mm[p : p + body_len] = body
+                p += body_len
+                mm[p : pos + total] = tail
+                # fixed part last (see message_codec.write_record): no half record looks valid
+                _pack_fixed_into(
+                    mm, pos, total, MESSAGE_MAGIC_CODE, crc, queue_id, msg.flag, qoff, phys, sysflag,
+                    msg.born_timestamp, born_ip, born_host[1], now, store_ip, store_port,
+                    msg.reconsume_times, msg.prepared_transaction_offset, body_len,
+                )
+            except BaseException as exc:
+                return self._unwrite_locked(mf, pos, total, exc)
+            # The queue offset is taken only now, by a record that is written (issue 16).
             mf.wrote = pos + total
+            if queued:
+                self.topic_queue_table[key] = qoff + 1
             if topic == _SCHEDULE:
                 tags = self._schedule_tags(get_property(pstr, _DELAY), now)
             hints = self.hints
             if len(hints) < self.hint_capacity:
                 hints.append((phys, total, topic, queue_id, qoff, tags, now, sysflag, pstr))
         return PutResult(PutStatus.PUT_OK, phys, total, qoff, now, 1, store_ip, store_port)
+
+    @staticmethod
+    def _unwrite_locked(mf: MappedFile, pos: int, total: int, exc: BaseException) -> PutResult:
+        """A write into the mapping failed part way (a field out of its Java range makes
+        ``pack_into`` raise after earlier fields are in place): clear what was written, so the
+        space past ``wrote`` stays zero as recovery expects, and refuse the put.  Nothing else
+        changed: ``wrote``, the queue offset and the hints are only updated after a write.
+        Anything but a value error is a bug and is raised again."""
+        mf.zero_range(pos, min(pos + total, mf.size))
+        if not isinstance(exc, (struct.error, OverflowError, TypeError, ValueError)):
+            raise exc
+        log.warning("put refused, a field is out of range: %s", exc)
+        return PutResult(PutStatus.MESSAGE_ILLEGAL)
 
     def _file_for_locked(self, total: int) -> MappedFile | PutStatus:
         """The file the next ``total`` bytes go to (rolling to a new file when they do not fit
@@ -225,9 +245,10 @@ class CommitLog:
         files = self.mfq.files
         mf = files[-1] if files else None
         if mf is None or mf.wrote + total + 8 > mf.size:
-            mf = self._roll_locked()
-            if mf is None:
-                return PutStatus.CREATE_MAPPED_FILE_FAILED
+            rolled = self._roll_locked()
+            if isinstance(rolled, PutStatus):
+                return rolled
+            mf = rolled
         end = mf.wrote + total
         if end > self._populate_mark:
             self._populate_ahead_locked(mf)
@@ -311,21 +332,25 @@ class CommitLog:
             pos = mf.wrote
             first_phys = mf.start + pos
             mm = mf.mm
-            room = len(self.hints) < self.hint_capacity - len(encoded)
-            for flag, body, pf, total, crc, tags, pstr in encoded:
-                phys = mf.start + pos
-                write_record(
-                    mm, pos, total, crc, queue_id, flag, qoff, phys, sysflag,
-                    batch.born_timestamp, born_ip, born_port, now, store_ip, store_port,
-                    batch.reconsume_times, 0, body, tf, pf,
-                )
-                if room:
-                    self.hints.append((phys, total, topic, queue_id, qoff, tags, now, sysflag, pstr))
-                offsets.append(phys)
-                pos += total
-                qoff += 1
+            hints: list[tuple[Any, ...]] = []
+            try:
+                for flag, body, pf, total, crc, tags, pstr in encoded:
+                    phys = mf.start + pos
+                    write_record(
+                        mm, pos, total, crc, queue_id, flag, qoff, phys, sysflag,
+                        batch.born_timestamp, born_ip, born_port, now, store_ip, store_port,
+                        batch.reconsume_times, 0, body, tf, pf,
+                    )
+                    hints.append((phys, total, topic, queue_id, qoff, tags, now, sysflag, pstr))
+                    offsets.append(phys)
+                    pos += total
+                    qoff += 1
+            except BaseException as exc:
+                return self._unwrite_locked(mf, first_phys - mf.start, batch_total, exc)
             mf.wrote = pos
             self.topic_queue_table[key] = qoff
+            if len(self.hints) < self.hint_capacity - len(hints):
+                self.hints.extend(hints)
         return PutResult(
             PutStatus.PUT_OK, first_phys, batch_total, first_qoff, now, len(encoded),
             store_ip, store_port, offsets,
@@ -418,7 +443,10 @@ class CommitLog:
             key = (topic, queue_id)
             qoff = self.topic_queue_table.get(key, 0)
             phys = mf.start + pos
-            cq, index_entries, msg_ids, tags = write(mf.mm, pos, *head, qoff, phys, *mid, now, *tail)
+            try:
+                cq, index_entries, msg_ids, tags = write(mf.mm, pos, *head, qoff, phys, *mid, now, *tail)
+            except BaseException as exc:
+                return self._unwrite_locked(mf, pos, total, exc)
             mf.wrote = pos + total
             self.topic_queue_table[key] = qoff + count
             hints = self.hints
@@ -426,8 +454,9 @@ class CommitLog:
                 hints.append((phys, total, topic, queue_id, qoff, count, cq, tags, now, sysflag, index_entries))
         return PutResult(PutStatus.PUT_OK, phys, total, qoff, now, count, store_ip, store_port, msg_id=msg_ids)
 
-    def _roll_locked(self) -> MappedFile | None:
-        """Close the current file with a blank record and start the next; None on failure."""
+    def _roll_locked(self) -> MappedFile | PutStatus:
+        """Close the current file with a blank record and start the next; on failure the
+        status refusing the put, with ``no_space`` telling whether the disk was full."""
         last = self.mfq.files[-1] if self.mfq.files else None
         if last is not None and last.wrote < last.size:
             remaining = last.size - last.wrote
@@ -438,7 +467,9 @@ class CommitLog:
             mf = self.mfq.add_file(start)
         except OSError as exc:
             log.error("cannot create CommitLog file at offset %d: %s", start, exc)
-            return None
+            self.no_space = exc.errno == errno.ENOSPC
+            return PutStatus.CREATE_MAPPED_FILE_FAILED
+        self.no_space = False
         self._populate_end = 0
         self._populate_mark = 0
         return mf
@@ -467,6 +498,18 @@ class CommitLog:
         if size <= 0 or pos + size > mf.wrote:
             return None
         return mf.view[pos : pos + size]
+
+    def record_matches(self, phys: int, size: int, topic: str, queue_id: int, queue_offset: int) -> bool:
+        """Whether a valid record of ``size`` bytes of this topic, queue and queue offset
+        starts at ``phys`` (recovery checks ConsumeQueue entries with it; no body CRC)."""
+        mf = self.mfq.find(phys)
+        if mf is None:
+            return False
+        rel = phys - mf.start
+        if rel + size > mf.wrote or check_record(mf.mm, rel, rel + size, phys, check_crc=False) != size:
+            return False
+        f = read_dispatch_fields(mf.mm, rel)
+        return f.queue_id == queue_id and f.queue_offset == queue_offset and f.topic == topic
 
     def pickup_store_timestamp(self, phys: int, size: int) -> int:
         """STORETIMESTAMP of the record at ``phys``, or -1 if it is not readable."""

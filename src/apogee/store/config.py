@@ -77,6 +77,10 @@ class StoreConfig:
     # Above this disk use (percent) puts are refused with DISK_FULL.
     disk_space_warning_level_ratio: int = 90
     clean_file_forcibly_enable: bool = True
+    # Apogee: False keeps every CommitLog file holding a message some consumer group (one with
+    # a committed offset) has not consumed yet, expired or not; when the disk fills up, puts are
+    # refused (DISK_FULL) instead.  True: RocketMQ's rule, files go by age and disk use only.
+    clean_unconsumed_file_enable: bool = True
     # Period of the expiry / disk-guard check.
     clean_resource_interval_ms: int = field(
         default=10_000, metadata=rmq_key("cleanResourceInterval")

@@ -12,7 +12,7 @@ and tries again, so the event loop never creates files.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from apogee.store.layout.cq_unit import BLANK_PHYS_OFFSET, BLANK_SIZE, CQ_UNIT, CQ_UNIT_SIZE
@@ -27,7 +27,8 @@ _BLANK_UNIT = CQ_UNIT.pack(BLANK_PHYS_OFFSET, BLANK_SIZE, 0)
 
 
 class ConsumeQueue:
-    __slots__ = ("topic", "queue_id", "mfq", "min_logic_offset", "max_phys_end", "entries_per_file")
+    __slots__ = ("topic", "queue_id", "mfq", "min_logic_offset", "max_phys_end", "entries_per_file",
+                 "verify_below", "missing")
 
     def __init__(self, topic: str, queue_id: int, directory: Path, file_size: int,
                  *, preallocate: bool = True) -> None:
@@ -37,6 +38,11 @@ class ConsumeQueue:
         self.min_logic_offset = 0  # bytes
         self.max_phys_end = 0  # phys + size of the last entry
         self.entries_per_file = file_size // CQ_UNIT_SIZE
+        # Entries below this queue offset were not written by this process (nor rebuilt by its
+        # recovery): pulls check that they point at a record (StoreReader._collect).
+        self.verify_below = 0
+        # Recovery collects here the ranges of queue offsets a put had to skip (see ``put``).
+        self.missing: list[tuple[int, int]] | None = None
 
     # --- offsets ---------------------------------------------------------------------------
 
@@ -71,8 +77,7 @@ class ConsumeQueue:
             if mf is None:
                 return False
             if pos > cur:
-                log.warning("%s-%d: entries %d..%d missing; writing %d", self.topic, self.queue_id,
-                            cur // CQ_UNIT_SIZE, queue_offset - 1, queue_offset)
+                self._skipped(cur // CQ_UNIT_SIZE, queue_offset)
         else:
             return False
         _pack_unit(mf.mm, pos - mf.start, phys, size, tags_code)
@@ -103,8 +108,7 @@ class ConsumeQueue:
         if mf is None:
             return done
         if pos > cur:
-            log.warning("%s-%d: entries %d..%d missing; writing from %d", self.topic, self.queue_id,
-                        cur // CQ_UNIT_SIZE, pos // CQ_UNIT_SIZE - 1, pos // CQ_UNIT_SIZE)
+            self._skipped(cur // CQ_UNIT_SIZE, pos // CQ_UNIT_SIZE)
         rel = pos - mf.start
         fit = min(n - done, (mf.size - rel) // CQ_UNIT_SIZE)
         if fit <= 0:
@@ -115,6 +119,26 @@ class ConsumeQueue:
         phys, size, _ = _unpack_unit(entries, (done + fit - 1) * CQ_UNIT_SIZE)
         self.max_phys_end = phys + size
         return done + fit
+
+    def _skipped(self, first: int, stop: int) -> None:
+        """Entries ``first .. stop-1`` are left as zeros (holes): no record for them came
+        before the one at ``stop``.  Recovery repairs them from the CommitLog if it can."""
+        log.warning("%s-%d: entries %d..%d missing; writing %d", self.topic, self.queue_id,
+                    first, stop - 1, stop)
+        if self.missing is not None:
+            self.missing.append((first, stop))
+
+    def fill(self, queue_offset: int, phys: int, size: int, tags_code: int) -> bool:
+        """Write entry ``queue_offset`` into a hole below the end (recovery's repair); False
+        if it is not a hole.  Blocking (startup)."""
+        pos = queue_offset * CQ_UNIT_SIZE
+        mf = self.mfq.find(pos)
+        if mf is None or pos - mf.start + CQ_UNIT_SIZE > mf.wrote:
+            return False
+        if _unpack_unit(mf.mm, pos - mf.start)[1] != 0:
+            return False
+        _pack_unit(mf.mm, pos - mf.start, phys, size, tags_code)
+        return True
 
     def file_start_for(self, queue_offset: int) -> int:
         """Byte start of the next file to create on the way to ``queue_offset``."""
@@ -217,6 +241,54 @@ class ConsumeQueue:
         self._refresh_max_phys_end()
         self.correct_min_offset(0)
 
+    def recover_from(self, safe_offset: int, commitlog_min: int,
+                     verify: Callable[[int, int, int], bool]) -> int:
+        """Recovery after a crash: keep the entries of records below ``safe_offset`` and cut
+        the rest, which the dispatcher then writes again from the CommitLog.  Blocking.
+
+        The checkpoint guarantees that every entry of a record below ``safe_offset`` was
+        written (page cache, or disk for the fsync'd checkpoint); entries after them may be
+        torn, zero or garbage.  So walk back from the written end (where the zero fill
+        begins) to the last entry that lies below ``safe_offset`` and points at the record of
+        this queue and offset (``verify(phys, size, queue_offset)``); entries below the
+        CommitLog's minimum (files expired) and RocketMQ's pre-blank entries are kept as
+        they are.  The walk is as long as the queue's part of the recovery window.  Returns
+        the number of entries cut.
+        """
+        files = self.mfq.files
+        if not files:
+            return 0
+        for mf in files:
+            mf.wrote = mf.flushed = mf.size  # files before the written end are full by construction
+        end_pos = files[0].start
+        for mf in reversed(files):
+            nz = mf.last_nonzero(0)
+            if nz:
+                end_pos = mf.start + min(mf.size, -(-nz // CQ_UNIT_SIZE) * CQ_UNIT_SIZE)
+                break
+        floor = max(files[0].start, self.min_logic_offset)
+        pos = end_pos
+        while pos > floor:
+            holder = self.mfq.find(pos - CQ_UNIT_SIZE)
+            assert holder is not None
+            phys, size, _ = _unpack_unit(holder.mm, pos - CQ_UNIT_SIZE - holder.start)
+            if phys == BLANK_PHYS_OFFSET and size == BLANK_SIZE:
+                break
+            if (size > 0 and phys >= 0 and phys + size <= safe_offset
+                    and (phys < commitlog_min or verify(phys, size, pos // CQ_UNIT_SIZE - 1))):
+                break
+            pos -= CQ_UNIT_SIZE
+        cut = (end_pos - pos) // CQ_UNIT_SIZE
+        self.truncate_to_pos(pos)
+        self.verify_below = pos // CQ_UNIT_SIZE
+        self.correct_min_offset(commitlog_min)
+        return cut
+
+    def truncate_to_pos(self, pos: int) -> None:
+        """Make byte ``pos`` the end: zero what follows, drop later files.  Blocking."""
+        self._cut_at(pos)
+        self._refresh_max_phys_end()
+
     def _cut_at(self, end_pos: int, *, zero_tail: bool = True) -> None:
         """Make ``end_pos`` the end: zero what follows in its file, drop later files.  Blocking.
 
@@ -254,21 +326,31 @@ class ConsumeQueue:
         return dropped
 
     def correct_min_offset(self, commitlog_min: int) -> None:
-        """Move the min offset past entries whose messages were deleted (binary search: the
-        physical offsets grow along the queue)."""
+        """Move the min offset past entries whose messages were deleted."""
+        if self.mfq.first is not None:
+            self.min_logic_offset = max(self.min_logic_offset, self.offset_at(commitlog_min) * CQ_UNIT_SIZE)
+
+    def offset_at(self, commitlog_offset: int) -> int:
+        """The first queue offset (from the min) whose message lies at or after
+        ``commitlog_offset``; the max offset if none does.  Binary search: the physical
+        offsets grow along the queue (a hole is judged by the entry after it)."""
         first = self.mfq.first
         if first is None:
-            return
+            return self.min_offset
         lo = max(self.min_logic_offset, first.start) // CQ_UNIT_SIZE
         hi = self.max_offset
         while lo < hi:
             mid = (lo + hi) // 2
-            entry = self.get_entry(mid)
-            if entry is not None and entry[0] >= commitlog_min and entry[1] != BLANK_SIZE:
-                hi = mid
+            probe = mid
+            entry = self.get_entry(probe)
+            while entry is not None and entry[1] == 0 and probe + 1 < hi:  # a hole: judge by the next entry
+                probe += 1
+                entry = self.get_entry(probe)
+            if entry is not None and (entry[1] == 0 or (entry[0] >= commitlog_offset and entry[1] != BLANK_SIZE)):
+                hi = mid  # (only holes up to hi say nothing: keep them)
             else:
-                lo = mid + 1
-        self.min_logic_offset = max(self.min_logic_offset, lo * CQ_UNIT_SIZE)
+                lo = probe + 1
+        return lo
 
     def expired_files(self, commitlog_min: int) -> int:
         """How many leading files only point below ``commitlog_min`` (never the last file)."""
@@ -329,6 +411,21 @@ class ConsumeQueueTable:
             if dropped:
                 log.warning("%s-%d: dropped %d entries past CommitLog offset %d",
                             cq.topic, cq.queue_id, dropped, commitlog_end)
+            cq.verify_below = cq.max_offset
+
+    def recover_from(self, safe_offset: int, commitlog_min: int,
+                     record_matches: Callable[[int, int, str, int, int], bool]) -> None:
+        """``ConsumeQueue.recover_from`` for every queue (after a crash), collecting the
+        queue offsets the re-dispatch has to skip (``missing``).  Blocking."""
+        for cq in self.snapshot():
+            def verify(phys: int, size: int, queue_offset: int, cq: ConsumeQueue = cq) -> bool:
+                return record_matches(phys, size, cq.topic, cq.queue_id, queue_offset)
+
+            cut = cq.recover_from(safe_offset, commitlog_min, verify)
+            if cut:
+                log.info("%s-%d: %d entries from CommitLog offset %d on are rebuilt from the log",
+                         cq.topic, cq.queue_id, cut, safe_offset)
+            cq.missing = []
 
     def correct_min_offsets(self, commitlog_min: int) -> None:
         for cq in self.snapshot():

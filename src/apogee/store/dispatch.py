@@ -156,15 +156,7 @@ class Dispatcher:
                     if magic == BLANK_MAGIC_CODE:
                         pos = mf.end
                         continue
-                    f = read_dispatch_fields(mf.mm, rel)
-                    phys, size, topic, qid, qoff, sysflag, ts, pstr = (
-                        pos, f.size, f.topic, f.queue_id, f.queue_offset, f.sysflag,
-                        f.store_timestamp, f.properties,
-                    )
-                    if topic == c.SCHEDULE_TOPIC:
-                        tags = self._schedule_tags(pstr, ts)
-                    else:
-                        tags = compute_tags_code(get_property(pstr, c.PROPERTY_TAGS)) if pstr else 0
+                    phys, size, topic, qid, qoff, tags, ts, sysflag, pstr = self._decode(mf, pos)
                 tran = sysflag & 0xC
                 if tran in _QUEUED:
                     cq = queues.get((topic, qid))
@@ -190,6 +182,42 @@ class Dispatcher:
         if notes:
             self._notify(notes)
         return result
+
+    def _decode(self, mf: MappedFile, pos: int) -> tuple[int, int, str, int, int, int, int, int, str]:
+        """A hint's fields, read from the record at ``pos`` (in ``mf``)."""
+        f = read_dispatch_fields(mf.mm, pos - mf.start)
+        topic, ts, pstr = f.topic, f.store_timestamp, f.properties
+        if topic == c.SCHEDULE_TOPIC:
+            tags = self._schedule_tags(pstr, ts)
+        else:
+            tags = compute_tags_code(get_property(pstr, c.PROPERTY_TAGS)) if pstr else 0
+        return pos, f.size, topic, f.queue_id, f.queue_offset, tags, ts, f.sysflag, pstr
+
+    def repair(self, cq: ConsumeQueue, first: int, stop: int, begin: int, end: int) -> int:
+        """Fill the holes ``first .. stop-1`` of ``cq`` from the records in CommitLog
+        ``[begin, end)`` (recovery: the re-dispatch found them missing).  Returns how many were
+        filled; the others hold no message (a put that failed before issue 16's fix).
+        Blocking (startup)."""
+        clog = self.commitlog
+        pos = max(begin, clog.min_offset)
+        filled = 0
+        while pos < end:
+            mf = clog.mfq.find(pos)
+            if mf is None or pos - mf.start >= mf.wrote:
+                if mf is not None and mf.wrote >= mf.size:
+                    pos = mf.end
+                    continue
+                break
+            total, magic = _SIZE_MAGIC.unpack_from(mf.mm, pos - mf.start)
+            if magic == BLANK_MAGIC_CODE:
+                pos = mf.end
+                continue
+            phys, size, topic, qid, qoff, tags, _ts, sysflag, _p = self._decode(mf, pos)
+            if (qid == cq.queue_id and first <= qoff < stop and topic == cq.topic and sysflag & 0xC in _QUEUED
+                    and cq.fill(qoff, phys, size, tags)):
+                filled += 1
+            pos += size
+        return filled
 
     def _dispatch_run(self, hint: tuple[Any, ...], notes: list[tuple[str, int, int, int | None, str]] | None
                       ) -> FileNeed | None:

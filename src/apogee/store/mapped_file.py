@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import errno
 import logging
 import mmap
 import os
@@ -176,20 +177,45 @@ class MappedFile:
         """Position just past the last non-zero byte at or after ``begin`` (``begin`` if none).
 
         Scans backwards in 1 MiB chunks with C-speed comparisons; used by recovery to report
-        how many bytes a truncation drops and to clear them.
+        how many bytes a truncation drops and to clear them.  Only the file's data ranges are
+        read (SEEK_DATA / SEEK_HOLE): a hole reads as zeros by definition, and reading the
+        never-written rest of a 1 GiB file through the mapping would fault in every page of it.
         """
-        pos = self.size
-        while pos > begin:
-            low = max(begin, pos - len(_ZERO_CHUNK))
-            chunk = self.view[low:pos]
-            try:
-                if chunk != _ZERO_CHUNK[: pos - low]:
-                    data = bytes(chunk).rstrip(b"\x00")
-                    return low + len(data)
-            finally:
-                chunk.release()
-            pos = low
+        for low, high in reversed(self._data_ranges(begin)):
+            pos = high
+            while pos > low:
+                start = max(low, pos - len(_ZERO_CHUNK))
+                chunk = self.view[start:pos]
+                try:
+                    if chunk != _ZERO_CHUNK[: pos - start]:
+                        data = bytes(chunk).rstrip(b"\x00")
+                        return start + len(data)
+                finally:
+                    chunk.release()
+                pos = start
         return begin
+
+    def _data_ranges(self, begin: int) -> list[tuple[int, int]]:
+        """The ranges of ``[begin, size)`` that may hold data (the whole range where the file
+        system cannot tell)."""
+        ranges: list[tuple[int, int]] = []
+        pos = begin
+        try:
+            while pos < self.size:
+                try:
+                    data = os.lseek(self.fd, pos, os.SEEK_DATA)
+                except OSError as exc:
+                    if exc.errno == errno.ENXIO:  # no data after pos
+                        break
+                    raise
+                if data >= self.size:
+                    break
+                hole = min(os.lseek(self.fd, data, os.SEEK_HOLE), self.size)
+                ranges.append((data, hole))
+                pos = hole
+        except (OSError, AttributeError):
+            return [(begin, self.size)]
+        return ranges
 
     def reserve(self, end: int) -> None:
         """Allocate disk blocks up to ``end`` (posix_fallocate).  Blocking; OSError(ENOSPC)."""
@@ -226,12 +252,12 @@ class MappedFile:
         if not self._address:
             self._address = _buffer_address(self.mm)
         if _madvise(self._address + begin, end - begin, _populate_advice) != 0:
-            errno = ctypes.get_errno()
-            if _populate_advice == _MADV_POPULATE_READ and errno == 22:  # EINVAL: old kernel
+            err = ctypes.get_errno()
+            if _populate_advice == _MADV_POPULATE_READ and err == errno.EINVAL:  # old kernel
                 _populate_advice = _MADV_WILLNEED
                 _madvise(self._address + begin, end - begin, _populate_advice)
             else:
-                log.debug("madvise populate failed: errno %d", errno)
+                log.debug("madvise populate failed: errno %d", err)
         self.populated = max(self.populated, end)
 
     def advise_cold(self) -> None:

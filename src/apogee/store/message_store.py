@@ -25,8 +25,8 @@ from typing import Any
 
 from apogee.common.message import MessageExt
 from apogee.errors import StoreError
-from apogee.store.checkpoint import StoreCheckpoint
-from apogee.store.cleanup import CleanService, DiskUsage
+from apogee.store.checkpoint import AbortMark, StoreCheckpoint
+from apogee.store.cleanup import CleanService, CommittedOffsets, DiskUsage
 from apogee.store.commitlog import CommitLog, wall_clock_ms
 from apogee.store.config import FlushDiskType, StoreConfig
 from apogee.store.consume_queue import ConsumeQueueTable
@@ -43,6 +43,11 @@ from apogee.store.results import GetResult, MessageFilter, PutResult, PutStatus,
 log = logging.getLogger("apogee.store.message_store")
 
 DISPATCH_BATCH = 2048
+
+# The abort mark (the recovery start after a process crash) moves on after this much dispatch:
+# a crash rescans and re-dispatches at most about this much (and whatever was not dispatched).
+MARK_EVERY_BYTES = 1 << 20
+MARK_EVERY_RECORDS = 1024
 
 NO_LIMIT = 1 << 62
 
@@ -88,6 +93,8 @@ class MessageStore:
                                      clock=self.clock)
         self.reader = StoreReader(config, self.commitlog, self.consume_queues, self.index)
         self.checkpoint = StoreCheckpoint(config.checkpoint_path)
+        self.abort_mark = AbortMark(config.abort_path)
+        self._mark_records = 0  # dispatcher.dispatched when the mark was last moved
         self.cleaner = CleanService(self, disk_usage, hour_of_day)
         self.sync_flush = config.flush_disk_type is FlushDiskType.SYNC_FLUSH
         self.recovery: RecoveryReport | None = None
@@ -155,43 +162,69 @@ class MessageStore:
         self._lock_fd = fd
         clean = not cfg.abort_path.exists()
         self.checkpoint.load()
+        # After a crash recovery starts at the latest safe point known: the fsync'd checkpoint,
+        # or (same boot, so the page cache survived) the abort mark of the dead process.
+        safe = -1 if clean else max(self.checkpoint.safe_offset, AbortMark.read(cfg.abort_path))
         self.commitlog.mfq.load()
         report = recover_commitlog(
             self.commitlog.mfq, clean_shutdown=clean,
             safe_ts=self.checkpoint.min_timestamp(index_safe=cfg.message_index_safe),
-            check_crc=cfg.check_crc_on_recover,
+            check_crc=cfg.check_crc_on_recover, safe_offset=safe,
         )
         end = report.end_offset
+        clog_min = self.commitlog.min_offset
         self.consume_queues.load()
-        self.consume_queues.recover(end, thorough=not clean)
-        self.consume_queues.correct_min_offsets(self.commitlog.min_offset)
+        if clean:
+            self.consume_queues.recover(end, thorough=False)
+            # Resume dispatch where the queues end.
+            start = min(max(self.consume_queues.max_phys_end(), clog_min), end)
+        else:
+            # Keep the entries of records before the recovery start, rebuild the rest.
+            start = min(max(report.start_offset, clog_min), end)
+            self.consume_queues.recover_from(start, clog_min, self.commitlog.record_matches)
+        self.consume_queues.correct_min_offsets(clog_min)
         if self.index is not None:
             self.index.load(clean_shutdown=clean, commitlog_end=end)
         self.commitlog.mfq.flush()  # the recovered tail may only be in the page cache
-        # Resume dispatch where the queues end (clean) or re-run it from the recovery start.
-        start = self.consume_queues.max_phys_end() if clean else report.start_offset
-        start = min(max(start, self.commitlog.min_offset), end)
         self.dispatcher.offset = start
         redone = self.dispatcher.dispatch_all_inline(end)
         if redone:
             log.info("re-dispatched %d records from offset %d", redone, start)
+        self._repair_holes()
         self.commitlog.rebuild_topic_queue_table(self.consume_queues.offset_table())
         mfq = self.commitlog.mfq
         if not mfq.files:
             mfq.add_file(0)  # here on the I/O thread, not on the loop at the first put
         else:
             mfq.preallocate_next()
-        self.commitlog.last_store_ts = max(report.last_store_timestamp, self.dispatcher.last_store_ts)
+        self.commitlog.last_store_ts = max(report.last_store_timestamp, self.dispatcher.last_store_ts,
+                                           self.checkpoint.physic_msg_timestamp)
         ConsumeQueueTable.flush(self.consume_queues.snapshot(), 0)
         if self.index is not None:
             IndexService.flush(self.index.files)
-        cfg.abort_path.touch()
-        dfd = os.open(cfg.root, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
+        self.abort_mark.create(self.dispatcher.offset)  # fsyncs the directory
+        self._mark_records = self.dispatcher.dispatched
         return report
+
+    def _repair_holes(self) -> None:
+        """After the re-dispatch of a crash recovery: fill the ConsumeQueue entries it had to
+        skip from the CommitLog between the records around them; log those no record holds.
+        Blocking (startup)."""
+        for cq in self.consume_queues.snapshot():
+            missing, cq.missing = cq.missing, None
+            for first, stop in missing or ():
+                before = cq.get_entry(first - 1) if first > cq.min_offset else None
+                after = cq.get_entry(stop)
+                begin = before[0] + before[1] if before and before[1] > 0 else self.commitlog.min_offset
+                end = after[0] if after else self.dispatcher.offset
+                filled = self.dispatcher.repair(cq, first, stop, begin, end)
+                if filled < stop - first:
+                    log.warning("%s-%d: %d of the queue offsets %d..%d hold no message (a put that failed "
+                                "after taking them); pulls step over them", cq.topic, cq.queue_id,
+                                stop - first - filled, first, stop - 1)
+                if filled:
+                    log.info("%s-%d: %d missing ConsumeQueue entries rebuilt from the CommitLog",
+                             cq.topic, cq.queue_id, filled)
 
     async def shutdown(self) -> None:
         """Stop, flush and dispatch everything, persist the checkpoint, remove ``abort``."""
@@ -221,8 +254,7 @@ class MessageStore:
             self.index.close()
         self.consume_queues.close()
         self.commitlog.mfq.close()
-        if clean and self._lock_fd is not None:
-            self.config.abort_path.unlink(missing_ok=True)
+        self.abort_mark.close(remove=clean and self._lock_fd is not None)
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None
@@ -273,7 +305,23 @@ class MessageStore:
             if self._group is not None:
                 return result, self._group.request(result.wrote_offset + result.wrote_bytes)
             self._wake_dispatch_soon()
+        elif result.status is PutStatus.DISK_FULL or (
+                result.status is PutStatus.CREATE_MAPPED_FILE_FAILED and self.commitlog.no_space):
+            result.status = PutStatus.DISK_FULL  # what the client should hear (not "busy or broken")
+            self._disk_full_now()
         return result, None
+
+    def _disk_full_now(self) -> None:
+        """A put found no disk space before the periodic check did: refuse puts from now on
+        (DISK_FULL) and run a cleanup pass at once; the next check decides when to accept
+        them again."""
+        if self.cleaner.disk_full:
+            return
+        log.error("no disk space left for the CommitLog: refusing writes until files are deleted")
+        self.cleaner.disk_full = self.cleaner.clean_immediately = True
+        self._update_accepting()
+        if self._running:
+            self._spawn(self.run_cleanup(), "cleanup-now")
 
     def _wake_dispatch_soon(self) -> None:
         """Wake the dispatcher one callback later, not now.
@@ -293,7 +341,9 @@ class MessageStore:
         # pull is then answered in this loop turn rather than after the dispatch task's own
         # wake-up (two turns later).  Anything else goes to the task.
         if not self._dispatch_lock.locked() and self._running:
-            if self.dispatcher.dispatch(self._dispatch_limit(), DISPATCH_BATCH) == DONE:
+            done = self.dispatcher.dispatch(self._dispatch_limit(), DISPATCH_BATCH) == DONE
+            self._move_mark()
+            if done:
                 return
         if self._dispatch_event is not None:
             self._dispatch_event.set()
@@ -328,6 +378,7 @@ class MessageStore:
 
     def _on_flush_error(self, exc: BaseException) -> None:
         log.critical("fsync failed (%s): the store no longer accepts writes", exc)
+        self.abort_mark.invalidate()  # the page cache may have dropped writes: trust only the checkpoint
         self._io_failed = True
         self._update_accepting()
 
@@ -359,9 +410,18 @@ class MessageStore:
         async with self._dispatch_lock:
             await self._dispatch_locked()
 
+    def _move_mark(self) -> None:
+        """Move the abort mark to the dispatched offset every MARK_EVERY_* of dispatch."""
+        d = self.dispatcher
+        if (d.offset - self.abort_mark.offset >= MARK_EVERY_BYTES
+                or d.dispatched - self._mark_records >= MARK_EVERY_RECORDS):
+            self._mark_records = d.dispatched
+            self.abort_mark.update(d.offset)
+
     async def _dispatch_locked(self) -> None:
         while True:
             result = self.dispatcher.dispatch(self._dispatch_limit(), DISPATCH_BATCH)
+            self._move_mark()
             if result == DONE:
                 return
             if result == MORE:
@@ -395,8 +455,14 @@ class MessageStore:
                 log.error("ConsumeQueue/index flush failed: %s", exc)
 
     async def _flush_logic(self, thorough: bool) -> None:
-        """Flush ConsumeQueues and index files, then persist the checkpoint."""
+        """Flush ConsumeQueues and index files, then persist the checkpoint.
+
+        A thorough flush writes every dirty ConsumeQueue page: then every entry of a record
+        below the offset dispatched when it began is on disk, and so is the CommitLog below
+        the durable offset.  The smaller of the two is the checkpoint's safe offset, where
+        recovery after a power loss starts (after a process crash: the abort mark)."""
         logics_ts = self.dispatcher.last_store_ts
+        safe = min(self.dispatcher.offset, self._flushed)
         queues = self.consume_queues.snapshot()
         least = 0 if thorough else self.config.flush_consume_queue_least_pages
         index_files = self.index.flush_targets() if self.index is not None else []
@@ -406,6 +472,8 @@ class MessageStore:
         cp = self.checkpoint
         if thorough and logics_ts > 0:
             cp.logics_msg_timestamp = logics_ts
+        if thorough and safe > cp.safe_offset:
+            cp.safe_offset = safe
         if index_ts > 0:
             cp.index_msg_timestamp = index_ts
         await self.io.run(cp.persist)
@@ -418,6 +486,24 @@ class MessageStore:
         deleted = await self.cleaner.run_once(now_ms)
         self._update_accepting()
         return deleted
+
+    async def check_disk(self) -> float:
+        """Measure disk use now and refuse or take puts accordingly (the disk guard's check
+        without a cleanup pass); returns the use in percent."""
+        usage = await self.cleaner.check_disk()
+        self._update_accepting()
+        return usage
+
+    def set_committed_offsets(self, committed: CommittedOffsets) -> None:
+        """Give the store the consumer groups' committed offsets (the broker's table): a
+        cleanup logs and counts what it deletes before a group consumed it, and with
+        ``cleanUnconsumedFileEnable=false`` keeps it."""
+        self.cleaner.committed_offsets = committed
+
+    def disk_util(self) -> str:
+        """Disk use as RocketMQ's answer to a refused put shows it: ``CL:  0.91 CQ:  0.91 INDEX:  0.91``
+        (fractions of the CommitLog, ConsumeQueue and index partitions, at the last check)."""
+        return "CL: {0:5.2f} CQ: {0:5.2f} INDEX: {0:5.2f}".format(self.cleaner.last_usage / 100)
 
     def request_delete_files(self) -> None:
         """Delete expired files on the next passes whatever the hour."""
@@ -534,6 +620,8 @@ class MessageStore:
                                 self._periodic.fsyncs if self._periodic else 0),
             "diskUsedPercent": round(self.cleaner.last_usage, 2),
             "diskFull": self.cleaner.disk_full,
+            "unconsumedDeleted": self.cleaner.unconsumed_deleted_total,
+            "badConsumeQueueEntries": self.reader.bad_entries,
             "writable": self._accepting,
         }
 

@@ -9,19 +9,28 @@ I/O thread).
 
 from __future__ import annotations
 
+import logging
 import os
+import struct
 
 from apogee.common import constants as c
 from apogee.common import message_codec
 from apogee.common.message import MessageExt
 from apogee.store.commitlog import CommitLog
 from apogee.store.config import StoreConfig
-from apogee.store.consume_queue import ConsumeQueueTable
+from apogee.store.consume_queue import ConsumeQueue, ConsumeQueueTable
 from apogee.store.index_service import IndexService
 from apogee.store.layout.cq_unit import CQ_UNIT, CQ_UNIT_SIZE
+from apogee.store.mapped_file import MappedFile
 from apogee.store.results import GetResult, GetStatus, MessageFilter, QueryResult, TagCodeFilter
 
+log = logging.getLogger("apogee.store.reads")
+
 _iter_units = CQ_UNIT.iter_unpack
+_head = struct.Struct(">ii").unpack_from  # TOTALSIZE, MAGICCODE of a record
+_SIZE_AT = struct.Struct(">i")  # the size field of a ConsumeQueue entry, at byte 8
+_MAGIC = message_codec.MESSAGE_MAGIC_CODE
+SCREEN_ENTRIES = 512  # entries from before a restart checked per pull (StoreReader._screen)
 
 
 def total_physical_memory() -> int:
@@ -39,6 +48,8 @@ class StoreReader:
         self.queues = queues
         self.index = index
         self.memory_limit = total_physical_memory() * config.access_message_in_memory_max_ratio // 100
+        self.bad_entries = 0  # distinct bad ConsumeQueue entries met by pulls
+        self._bad_logged: set[tuple[str, int, int]] = set()
 
     # --- pulls ---------------------------------------------------------------------------
 
@@ -79,25 +90,62 @@ class StoreReader:
                 result.status = GetStatus.OFFSET_FOUND_NULL
                 result.next_begin_offset = cq.roll_next_file(offset)
             else:
+                if offset < cq.verify_below:  # entries from before this start: check them first
+                    buf = self._screen(cq, buf, offset, max_msg_nums)
                 try:
-                    self._collect(result, buf, offset, max_msg_nums, max_total_bytes, message_filter)
+                    self._collect(result, cq, buf, offset, max_msg_nums, max_total_bytes, message_filter)
                 finally:
                     buf.release()
         return result
 
-    def _collect(self, result: GetResult, buf: memoryview, offset: int, max_msg_nums: int,
+    @staticmethod
+    def _scan_entries(max_msg_nums: int) -> int:
+        """How many ConsumeQueue entries a pull looks at, at most (RocketMQ's 16000)."""
+        return max(16000, max_msg_nums * CQ_UNIT_SIZE) // CQ_UNIT_SIZE
+
+    def _screen(self, cq: ConsumeQueue, buf: memoryview, offset: int, max_msg_nums: int) -> memoryview:
+        """The entries a pull looks at (``buf``, released) as a copy in which each entry below
+        ``cq.verify_below`` that does not point at a record start of its size (TOTALSIZE and
+        MAGICCODE there) has size 0, so that ``_collect`` steps over it.  Only entries this
+        process did not write (nor its recovery rebuild) need it: the dispatcher's are right by
+        construction, and the usual pull pays nothing.  At most SCREEN_ENTRIES old entries a
+        pull (the window ends there): a consumer catching up on old data pulls again."""
+        old = min(cq.verify_below - offset, max(SCREEN_ENTRIES, max_msg_nums))
+        n = min(len(buf) // CQ_UNIT_SIZE, self._scan_entries(max_msg_nums))
+        if old < cq.verify_below - offset:
+            n = min(n, old)
+        find = self.commitlog.mfq.find
+        screened = bytearray(buf[: n * CQ_UNIT_SIZE])
+        buf.release()
+        for i, (phys, size, _tags) in enumerate(CQ_UNIT.iter_unpack(bytes(screened[: old * CQ_UNIT_SIZE]))):
+            mf = find(phys) if size > 0 else None
+            if mf is None or phys - mf.start + size > mf.wrote or phys < self.commitlog.min_offset:
+                continue  # _collect judges these itself
+            if _head(mf.mm, phys - mf.start) != (size, _MAGIC):
+                self._bad_entry(cq, offset + i, phys, size)
+                _SIZE_AT.pack_into(screened, i * CQ_UNIT_SIZE + 8, 0)
+        return memoryview(screened)
+
+    def _collect(self, result: GetResult, cq: ConsumeQueue, buf: memoryview, offset: int, max_msg_nums: int,
                  max_total_bytes: int, message_filter: MessageFilter | None) -> None:
         """Pick the records for a pull from the ConsumeQueue entries in ``buf``.
 
         Records stored back to back (a client batch, consecutive sends to one queue) leave as
         one slice of the mapped file, not one slice each: fewer objects here, and one join
         instead of hundreds when the response is written.
+
+        A bad entry (size 0: a hole left by a failed put before issue 16 was fixed, or an
+        entry ``_screen`` found pointing at no record; or pointing past the written CommitLog)
+        is logged and stepped over, that entry only.  Only an entry below the CommitLog's
+        minimum (its file expired) skips to the next CommitLog file, as RocketMQ does: the
+        entries after it in the queue point there too.
         """
         clog = self.commitlog
+        clog_min = clog.min_offset
         cfg = self.config
         max_phy = clog.max_offset
         memory_limit = self.memory_limit
-        scan_entries = max(16000, max_msg_nums * CQ_UNIT_SIZE) // CQ_UNIT_SIZE
+        scan_entries = self._scan_entries(max_msg_nums)
         nbytes = min(len(buf), scan_entries * CQ_UNIT_SIZE)
         consumed = nbytes // CQ_UNIT_SIZE
         status = GetStatus.NO_MATCHED_MESSAGE
@@ -111,7 +159,7 @@ class StoreReader:
         by_tag = message_filter.is_matched_by_consume_queue if message_filter is not None else None
         by_record = (message_filter.is_matched_by_commit_log
                      if message_filter is not None and not isinstance(message_filter, TagCodeFilter) else None)
-        mf = None
+        mf: MappedFile | None = None
         mf_start = mf_end = 0  # readable range of mf (global offsets)
         run_start = run_end = -1  # the slice being built (global offsets within mf)
         window = buf[:nbytes]
@@ -138,9 +186,12 @@ class StoreReader:
                 if not (mf_start <= phys and phys + size <= mf_end) or size <= 0:
                     found = find(phys) if size > 0 else None
                     if found is None or phys - found.start + size > found.wrote:
-                        if not count:
-                            status = GetStatus.MESSAGE_WAS_REMOVING
-                        next_file_start = clog.roll_next_file(phys)
+                        if size > 0 and phys < clog_min:
+                            if not count:
+                                status = GetStatus.MESSAGE_WAS_REMOVING
+                            next_file_start = clog.roll_next_file(phys)
+                        else:
+                            self._bad_entry(cq, offset + i, phys, size)
                         continue
                     if run_start >= 0:
                         buffers.append(mf.view[run_start - mf_start : run_end - mf_start])  # type: ignore[union-attr]
@@ -171,6 +222,18 @@ class StoreReader:
         result.buffer_total_size = total
         result.next_begin_offset = offset + consumed
         result.suggest_pulling_from_slave = max_phy - max_phy_pulling > memory_limit
+
+    def _bad_entry(self, cq: ConsumeQueue, queue_offset: int, phys: int, size: int) -> None:
+        """Log a ConsumeQueue entry that points at no record (once per entry)."""
+        key = (cq.topic, cq.queue_id, queue_offset)
+        if key in self._bad_logged:
+            return
+        if len(self._bad_logged) >= 10_000:
+            self._bad_logged.clear()
+        self._bad_logged.add(key)
+        self.bad_entries += 1
+        log.warning("%s-%d: ConsumeQueue entry %d (CommitLog offset %d, size %d) points at no record; "
+                    "skipping it", cq.topic, cq.queue_id, queue_offset, phys, size)
 
     # --- offsets and times -----------------------------------------------------------------
 

@@ -2,7 +2,9 @@
 
 Normal restart (no ``abort`` file): scan the last three files (RocketMQ recoverNormally).
 After a crash (``abort`` present): start at the newest file whose first message is older than
-the checkpoint's safe time (RocketMQ recoverAbnormally).  Either way each record is checked:
+the checkpoint's safe time (RocketMQ recoverAbnormally), or at the safe offset of the
+checkpoint or of the abort mark when that is later (Apogee: the scan then covers what was
+written since, however long the log).  Either way each record is checked:
 magic, size, field lengths, PHYSICALOFFSET = its position and, with ``checkCRCOnRecover``
 (default), the body CRC.
 
@@ -62,19 +64,30 @@ def choose_start(mfq: MappedFileQueue, *, clean_shutdown: bool, safe_ts: int, ch
 
 
 def recover_commitlog(mfq: MappedFileQueue, *, clean_shutdown: bool, safe_ts: int,
-                      check_crc: bool) -> RecoveryReport:
-    """Scan, cut and report (see module docstring).  Blocking."""
+                      check_crc: bool, safe_offset: int = -1) -> RecoveryReport:
+    """Scan, cut and report (see module docstring).  Blocking.
+
+    After a crash, ``safe_offset`` (a record boundary below which the log and everything built
+    from it are known good: ``checkpoint``) starts the scan when it is later than the file the
+    checkpoint's times choose.
+    """
     files = mfq.files
     if not files:
         return RecoveryReport(clean_shutdown, 0, 0, 0, 0, 0, 0)
     crc = check_crc
     start_idx = choose_start(mfq, clean_shutdown=clean_shutdown, safe_ts=safe_ts, check_crc=crc)
     start_offset = files[start_idx].start
+    start_pos = 0
+    if not clean_shutdown and start_offset < safe_offset:
+        safe = min(safe_offset, files[-1].end)
+        start_idx = min(len(files) - 1, (safe - files[0].start) // mfq.file_size)
+        start_offset, start_pos = safe, safe - files[start_idx].start
+        log.info("crash recovery starts at offset %d (safe point of the checkpoint or abort mark)", safe)
     records = 0
     last_ts = 0
     end = start_offset
     for mf in files[start_idx:]:
-        pos = 0
+        pos, start_pos = start_pos, 0
         complete = False
         while pos < mf.size:
             size = check_record(mf.mm, pos, mf.size, mf.start + pos, check_crc=crc)

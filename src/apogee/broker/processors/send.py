@@ -104,9 +104,10 @@ _STATUS_TO_CODE: dict[PutStatus, tuple[int, str | None]] = {
     PutStatus.OS_PAGECACHE_BUSY: (
         ResponseCode.SYSTEM_BUSY, "[PC_SYNCHRONIZED]broker busy, start flow control for a while"
     ),
-    PutStatus.DISK_FULL: (
+    PutStatus.DISK_FULL: (  # RocketMQ's code and remark for a store that is not writable
         ResponseCode.SERVICE_NOT_AVAILABLE,
-        "service not available now: the broker's disk is full; messages are refused until space is freed",
+        "service not available now. It may be caused by one of the following reasons: the broker's disk is full, "
+        "messages are put to the slave, message store has been shut down, etc.",
     ),
     PutStatus.FLUSH_DISK_FAILED: (
         ResponseCode.SYSTEM_ERROR,
