@@ -4,7 +4,8 @@
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
-BUILD_INPUTS := pyproject.toml constraints.txt setup.py src/apogee/_native.c
+NATIVE_SOURCES := $(sort $(wildcard src/apogee/_native/*.c src/apogee/_native/*.h))
+BUILD_INPUTS := pyproject.toml constraints.txt setup.py $(NATIVE_SOURCES)
 STAMP  := $(VENV)/.installed-$(shell cat $(BUILD_INPUTS) | cksum | cut -d' ' -f1)
 
 INTEROP_VENV  := .venv-interop
