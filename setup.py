@@ -19,6 +19,8 @@ NATIVE_HEADERS = [f"{NATIVE_DIR}/native.h"]
 EXTRA_FLAGS = shlex.split(os.environ.get("APOGEE_NATIVE_CFLAGS", ""))
 
 setup(
+    # The C sources are the extension's, not package data of a wheel.
+    exclude_package_data={"apogee._native": ["*.c", "*.h"]},
     ext_modules=[
         Extension(
             "apogee._native",
