@@ -287,6 +287,16 @@ def test_complete_sends_whose_future_empties_the_lists_raises() -> None:
         loop.close()
 
 
+def test_complete_sends_builds_only_plain_tuples() -> None:
+    """A struct sequence (time.struct_time) keeps fields past its visible items: one filled
+    with seven items would free garbage when it dies."""
+    import time
+
+    for result_type in (time.struct_time, os.stat_result, int, list):
+        with pytest.raises(TypeError):
+            native.complete_sends([], result_type, 0, [], [], None, 0, "r", False)
+
+
 def test_properties_to_string_and_encode_batch_never_read_what_they_did_not_size() -> None:
     assert native.properties_to_string({"a": "é" * 3, "b": None}) == "a\x01ééé"
     assert native.encode_batch(iter([(1, b"x", "")])) == mc.encode_batch_py([(1, b"x", "")])

@@ -340,17 +340,28 @@ PyDoc_STRVAR(complete_sends_doc,
 "complete_sends(futures: list, result_type: type, status, uniqs: list[str], offset_ids: list[str],\n"
 "               mq, first_offset: int, region: str, trace: bool) -> None\n\n"
 "For each i: result_type(status, uniqs[i] or offset_ids[i], offset_ids[i], mq, first_offset + i,\n"
-"region, trace), built as a tuple subclass without result_type.__new__'s checks, set as the\n"
+"region, trace), built as a tuple (a NamedTuple) without result_type.__new__'s checks, set as the\n"
 "result of futures[i] unless that future is done (reference: api.parse_send_response + the\n"
 "loop in Producer._batch_done).  The three lists must have the same length (ValueError, and\n"
 "RuntimeError if a future's done() or set_result changes them).");
 
+/* 1 when instances of t are plain tuples, so that one built by tp_alloc and filled item by
+ * item is whole: tuple itself, or classes declaring __slots__ = () down to it (a NamedTuple).
+ * Not a C subclass of tuple (a struct sequence keeps fields past its visible items). */
+static int plain_tuple_type(PyTypeObject *t) {
+    for (; t && t != &PyTuple_Type; t = t->tp_base) {
+        if (!(t->tp_flags & Py_TPFLAGS_HEAPTYPE)) return 0;
+        PyObject *declared = ((PyHeapTypeObject *)t)->ht_slots;
+        if (!declared || !PyTuple_Check(declared) || PyTuple_GET_SIZE(declared) != 0) return 0;
+    }
+    return t == &PyTuple_Type;
+}
+
 static PyObject *complete_sends(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 9 || !PyList_CheckExact(args[0]) || !PyType_Check(args[1]) ||
-        !PyType_IsSubtype((PyTypeObject *)args[1], &PyTuple_Type) || !PyList_CheckExact(args[3]) ||
-        !PyList_CheckExact(args[4])) {
+        !plain_tuple_type((PyTypeObject *)args[1]) || !PyList_CheckExact(args[3]) || !PyList_CheckExact(args[4])) {
         PyErr_SetString(PyExc_TypeError,
-                        "complete_sends(futures: list, result_type: tuple subclass, status, uniqs: list, "
+                        "complete_sends(futures: list, result_type: tuple or a NamedTuple, status, uniqs: list, "
                         "offset_ids: list, mq, first_offset, region, trace)");
         return NULL;
     }
