@@ -6,8 +6,8 @@ and compare.  ``native`` is the extension module, or None when it is not built o
 ``APOGEE_NO_EXTENSIONS=1`` is set (useful to measure or debug the pure path).
 ``APOGEE_REQUIRE_NATIVE=1`` (set by ``make test``) turns a missing build into an ImportError,
 so a broken compile is reported instead of silently benchmarked.  ``APOGEE_NATIVE_FILE`` loads
-the extension from another build of the same sources instead of the installed one
-(``make check-native`` points it at its AddressSanitizer build).
+the extension from another build of the same sources instead of the installed one, and fails
+the import if it cannot (``make check-native`` points it at its AddressSanitizer build).
 
 For mypy, ``native`` has the module's type from ``apogee/_native.pyi`` (the signatures of
 ``src/apogee/_native/*.c``), so every call through it is checked; callers test
@@ -40,10 +40,13 @@ if TYPE_CHECKING:
     native = _native
 else:
     native = None
-    if not os.environ.get("APOGEE_NO_EXTENSIONS"):
+    if os.environ.get("APOGEE_NO_EXTENSIONS"):
+        pass
+    elif os.environ.get("APOGEE_NATIVE_FILE"):
+        native = _load(os.environ["APOGEE_NATIVE_FILE"])  # asked for by name: failing to load is an error
+    else:
         try:
-            path = os.environ.get("APOGEE_NATIVE_FILE")
-            native = _load(path) if path else importlib.import_module("apogee._native")
+            native = importlib.import_module("apogee._native")
         except ImportError:
             if os.environ.get("APOGEE_REQUIRE_NATIVE"):
                 raise
