@@ -53,10 +53,11 @@ static PyObject *encode_batch(PyObject *self, PyObject *arg) {
     if (!seq) return NULL;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq), total = 0;
     PyObject *result = NULL;
+    int32_t stack_flags[64], *flags = stack_flags; /* the flags read by the sizing pass */
+    if (n > 64 && !(flags = PyMem_Malloc(n * sizeof(int32_t)))) { Py_DECREF(seq); return PyErr_NoMemory(); }
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *it = PySequence_Fast_GET_ITEM(seq, i);
-        int32_t flag;
-        if (!PyTuple_Check(it) || PyTuple_GET_SIZE(it) != 3 || !int32_flag(PyTuple_GET_ITEM(it, 0), &flag) ||
+        if (!PyTuple_Check(it) || PyTuple_GET_SIZE(it) != 3 || !int32_flag(PyTuple_GET_ITEM(it, 0), &flags[i]) ||
             !PyBytes_Check(PyTuple_GET_ITEM(it, 1)) || !PyUnicode_Check(PyTuple_GET_ITEM(it, 2))) {
             PyErr_SetString(PyExc_TypeError, ITEMS_TYPE_ERROR);
             goto done;
@@ -80,11 +81,9 @@ static PyObject *encode_batch(PyObject *self, PyObject *arg) {
     unsigned char *w = (unsigned char *)PyBytes_AS_STRING(result), *end = w + total;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *it = i < PySequence_Fast_GET_SIZE(seq) ? PySequence_Fast_GET_ITEM(seq, i) : NULL;
-        int32_t flag;
         Py_ssize_t plen;
         const char *pu;
-        if (!it || !PyTuple_Check(it) || PyTuple_GET_SIZE(it) != 3 ||
-            !int32_flag(PyTuple_GET_ITEM(it, 0), &flag) || !PyBytes_Check(PyTuple_GET_ITEM(it, 1)) ||
+        if (!it || !PyTuple_Check(it) || PyTuple_GET_SIZE(it) != 3 || !PyBytes_Check(PyTuple_GET_ITEM(it, 1)) ||
             !PyUnicode_Check(PyTuple_GET_ITEM(it, 2)) || !(pu = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(it, 2), &plen))) {
             PyErr_SetString(PyExc_RuntimeError, "the items changed while being encoded");
             Py_CLEAR(result);
@@ -97,7 +96,7 @@ static PyObject *encode_batch(PyObject *self, PyObject *arg) {
             Py_CLEAR(result);
             goto done;
         }
-        w = put_batch_item_head(w, (uint32_t)flag, PyBytes_AS_STRING(bo), blen, plen);
+        w = put_batch_item_head(w, (uint32_t)flags[i], PyBytes_AS_STRING(bo), blen, plen);
         memcpy(w, pu, plen);
         w += plen;
     }
@@ -106,6 +105,7 @@ static PyObject *encode_batch(PyObject *self, PyObject *arg) {
         Py_CLEAR(result);
     }
 done:
+    if (flags != stack_flags) PyMem_Free(flags);
     Py_DECREF(seq);
     return result;
 }
@@ -295,7 +295,6 @@ static PyObject *batch_append(PyObject *self, PyObject *const *args, Py_ssize_t 
         }
         plen += kl + 1 + vl;
         n++;
-        if (plen > MAX_PROPERTIES) goto refuse;
     }
     if (n) plen += n - 1;
     if (plen > MAX_PROPERTIES) goto refuse;

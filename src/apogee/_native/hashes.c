@@ -8,6 +8,14 @@ int valid_text(const unsigned char *s, Py_ssize_t n) {
     Py_ssize_t i = 0;
     uint32_t cp;
     while (i < n) {
+        if (n - i >= 8) { /* eight ASCII bytes without NUL at a time: most properties text */
+            uint64_t x;
+            memcpy(&x, s + i, 8);
+            if (!(x & 0x8080808080808080ull) && !((x - 0x0101010101010101ull) & ~x & 0x8080808080808080ull)) {
+                i += 8;
+                continue;
+            }
+        }
         unsigned char c = s[i];
         if (c == 0) return 0;
         if (c < 0x80) { i++; continue; }
@@ -109,7 +117,7 @@ typedef struct {
 } key_plan;
 
 static int plan_begin(key_plan *p, long long fit) {
-    Py_ssize_t cap = 2 * PLAN_STACK;
+    Py_ssize_t cap = 8; /* a power of two at least twice the keys: a short probe, little to clear */
     while (cap < 2 * fit) cap *= 2;
     p->heap = NULL;
     p->mask = cap - 1;
