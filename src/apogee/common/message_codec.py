@@ -113,7 +113,7 @@ def properties_to_string(properties: Mapping[str, str] | None) -> str:
         return ""
     if native is not None and properties.__class__ is dict:
         try:
-            return native.properties_to_string(properties)  # type: ignore[no-any-return]
+            return native.properties_to_string(properties)
         except TypeError:
             pass
     return properties_to_string_py(properties)
@@ -580,7 +580,7 @@ def encode_batch(items: Sequence[BatchItem | tuple[int, bytes, str | Mapping[str
     items are ``(int, bytes, str)``."""
     if native is not None and isinstance(items, list):
         try:
-            return native.encode_batch(items)  # type: ignore[no-any-return]
+            return native.encode_batch(items)
         except TypeError:
             pass  # dict properties, bytearray bodies: the reference handles them
     return encode_batch_py(items)

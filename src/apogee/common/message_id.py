@@ -122,7 +122,7 @@ class UniqIdGenerator:
         if native is not None:
             fast = native.uniq_id_now(self.prefix, self.start_ms, self.next_start_ms, next(self.counter))
             if fast is not None:
-                return fast  # type: ignore[no-any-return]
+                return fast
         now = int(time.time() * 1000)
         if now >= self.next_start_ms:
             with self._lock:

@@ -111,7 +111,7 @@ def fields_frame(
     if native is not None and (body is None or body.__class__ is bytes):
         frame = native.fields_frame(code, opaque, flag, _PYTHON_LANGUAGE, CURRENT_VERSION, keys, values, body)
         if frame is not None:
-            return frame  # type: ignore[no-any-return]
+            return frame
     return fields_frame_py(code, opaque, flag, keys, values, body)
 
 
@@ -195,7 +195,7 @@ class FrameDecoder:
                     self._buf += memoryview(data)[pos:]
                     if self._ledger is not None:
                         self._report(True)
-                return commands  # type: ignore[no-any-return]
+                return commands
         if self._failed:
             raise RemoteProtocolError("decoder already failed; the connection must be closed")
         try:
@@ -269,7 +269,7 @@ class FrameDecoder:
                 source, self.max_frame_size, RemotingCommand, header_json.LANGUAGE_BY_NAME, LanguageCode.OTHER
             )
             if done is not None:
-                return done  # type: ignore[no-any-return]
+                return done
         return self._decode_all_py(source)
 
     def _decode_all_py(self, source: bytes | bytearray) -> tuple[list[RemotingCommand], int]:
