@@ -10,7 +10,6 @@ NameServers when ``create``/``update`` report a change.
 from __future__ import annotations
 
 import logging
-import re
 import time
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,6 @@ import orjson
 
 from apogee.common.atomic_file import load_json_table, write_atomic
 from apogee.common.constants import (
-    MAX_TOPIC_LENGTH,
     OFFSET_MOVED_EVENT,
     PERM_INHERIT,
     PERM_READ,
@@ -31,29 +29,15 @@ from apogee.common.constants import (
     TBW102,
     TRANS_CHECK_MAX_TIME_TOPIC,
 )
+
+# Re-exported: the rules live in common.names, shared with the client.
+from apogee.common.names import NOT_ALLOWED_SEND_TOPICS as NOT_ALLOWED_SEND_TOPICS
+from apogee.common.names import validate_topic as validate_topic
 from apogee.remoting.bodies.route import DataVersion, TopicConfigData
 
 log = logging.getLogger("apogee.broker.topics")
 
 PERM_RW = PERM_READ | PERM_WRITE
-_TOPIC_CHARS = re.compile(r"^[%|a-zA-Z0-9_-]+$")
-
-# Topics the broker writes itself; producers may not send to them directly.
-NOT_ALLOWED_SEND_TOPICS = frozenset(
-    {SCHEDULE_TOPIC, RMQ_SYS_TRANS_HALF_TOPIC, RMQ_SYS_TRANS_OP_HALF_TOPIC,
-     TRANS_CHECK_MAX_TIME_TOPIC, OFFSET_MOVED_EVENT}
-)
-
-
-def validate_topic(topic: str) -> str | None:
-    """Why ``topic`` is not a legal topic name, or None when it is (RocketMQ's rules)."""
-    if not topic:
-        return "the topic name is empty"
-    if len(topic.encode()) > MAX_TOPIC_LENGTH:
-        return f"the topic name is longer than {MAX_TOPIC_LENGTH} bytes"
-    if not _TOPIC_CHARS.match(topic):
-        return f"the topic name {topic!r} contains characters other than letters, digits, %, |, - and _"
-    return None
 
 
 class TopicConfigManager:
