@@ -12,7 +12,6 @@ wrapping) + a counter int16.
 
 from __future__ import annotations
 
-import collections
 import datetime
 import ipaddress
 import itertools
@@ -113,7 +112,9 @@ class UniqIdGenerator:
         pid16 = (os.getpid() if pid is None else pid) & 0xFFFF
         # prefix, counter, start_ms and next_start_ms are read by the producer's C fast path
         # (native.batch_append), which makes the same ids as next_id from them.
-        self.prefix = (ip4 + struct.pack(">HI", pid16, random.getrandbits(32))).hex().upper()
+        own, bulk = random.sample(range(1 << 32), 2)  # two random fields, never equal
+        self.prefix = (ip4 + struct.pack(">HI", pid16, own)).hex().upper()
+        self.bulk_prefix = (ip4 + struct.pack(">HI", pid16, bulk)).hex().upper()  # reserve()'s stream
         self.counter = itertools.count(random.getrandbits(16))
         self._lock = threading.Lock()
         self.start_ms, self.next_start_ms = _month_start_ms(int(time.time() * 1000))
@@ -145,13 +146,15 @@ class UniqIdGenerator:
 
     def reserve(self, n: int) -> list[tuple[str, int, int]]:
         """``n`` ids at once, as blocks ``(head, first, count)``: a block's ids are ``head``
-        (28 hex digits: the prefix and the time field) followed by the counter values
-        ``first, first + 1, ...`` (modulo 2**16) in 4 hex digits.
+        (28 hex digits: a prefix and the time field) followed by the counter values
+        ``first, first + 1, ...`` in 4 hex digits.
 
         For writers that make ids by the thousand (the Spark sink builds their text column
-        by column): one clock read for all of them, counter values from the same counter as
-        ``next_id``.  At most 65,536 of them share a time field: beyond that a block borrows
-        the next millisecond's, so a reservation never repeats an id however large it is.
+        by column): one clock read for all of them.  Reserved ids are a second stream of this
+        generator, told apart from ``next_id``'s by the random field of their prefix (as two
+        Java generators in two class loaders are), with their own count per millisecond: at
+        most 65,536 share a time field, beyond that a block borrows the next millisecond's,
+        so no id repeats however many are reserved and however many ``next_id`` gives.
         """
         blocks: list[tuple[str, int, int]] = []
         with self._lock:
@@ -163,21 +166,18 @@ class UniqIdGenerator:
             elapsed = now - self.start_ms
             if elapsed > self._bulk_ms:
                 self._bulk_ms, self._bulk_used = elapsed, 0
-            first = next(self.counter)
-            if n > 1:  # take the next n - 1 values too, in one C-level loop
-                collections.deque(itertools.islice(self.counter, n - 1), maxlen=0)
             while n > 0:
                 if self._bulk_used >= 0x10000:
                     self._bulk_ms, self._bulk_used = self._bulk_ms + 1, 0
                 k = min(n, 0x10000 - self._bulk_used)
-                blocks.append((f"{self.prefix}{self._bulk_ms & 0xFFFFFFFF:08X}", first & 0xFFFF, k))
-                first, n = first + k, n - k
+                blocks.append((f"{self.bulk_prefix}{self._bulk_ms & 0xFFFFFFFF:08X}", self._bulk_used, k))
                 self._bulk_used += k
+                n -= k
         return blocks
 
     def take(self, n: int) -> list[str]:
         """``n`` new ids (``reserve`` spelled out)."""
-        return [f"{head}{(first + i) & 0xFFFF:04X}" for head, first, k in self.reserve(n) for i in range(k)]
+        return [f"{head}{first + i:04X}" for head, first, k in self.reserve(n) for i in range(k)]
 
 
 _default_generator: UniqIdGenerator | None = None

@@ -233,7 +233,7 @@ class BulkIds:
         at = 0
         for head, first, k in self._ids.reserve(n):
             text[at : at + k, :28] = np.frombuffer(head.encode("ascii"), np.uint8)
-            text[at : at + k, 28:] = _hex4()[(np.arange(first, first + k) & 0xFFFF)].view(np.uint8).reshape(k, 4)
+            text[at : at + k, 28:] = _hex4()[first : first + k].view(np.uint8).reshape(k, 4)
             at += k
         offsets = np.arange(0, (n + 1) * 32, 32, dtype=np.int32)
         return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(text)])
