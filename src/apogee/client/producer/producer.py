@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from apogee.client.api import send_result, send_results
-from apogee.client.config import ProducerConfig
+from apogee.client.config import ProducerConfig, with_options
 from apogee.client.fault import FaultStrategy
 from apogee.client.instance import ClientInstance
 from apogee.client.producer.accumulator import Accumulator, Batch, BatchKey, batchable, split_batch
@@ -82,16 +82,7 @@ class Producer:
         config: ProducerConfig | None = None,
         **options: Any,
     ) -> None:
-        cfg = config or ProducerConfig()
-        for key, value in options.items():
-            if not hasattr(cfg, key):
-                raise TypeError(f"unknown producer option {key!r}")
-            setattr(cfg, key, value)
-        if group is not None:
-            cfg.group = group
-        if namesrv_addr is not None:
-            cfg.namesrv_addr = namesrv_addr
-        cfg.validate()
+        cfg = with_options(config or ProducerConfig(), group, namesrv_addr, options, "producer")
         self.config = cfg
         self.group = cfg.group
         self.fault = FaultStrategy(cfg.send_latency_fault_enable, cfg.latency_max_ms, cfg.not_available_duration_ms)
