@@ -31,7 +31,7 @@ from apogee.client.api import send_response_fields, send_result, send_results
 from apogee.client.config import ProducerConfig
 from apogee.client.fault import FaultStrategy
 from apogee.client.producer.accumulator import Batch
-from apogee.client.producer.hooks import SendHooks
+from apogee.client.producer.hooks import SendContext, SendHooks
 from apogee.client.producer.retry import after_failure, after_stored, classify, pause_before
 from apogee.client.routes import TopicPublishInfo, TopicRoutes
 from apogee.client.types import SendResult, SendStatus
@@ -190,7 +190,7 @@ class Sender:
 
     # --- the retry loop -----------------------------------------------------------------------
 
-    async def send_message(
+    def send_message(
         self,
         topic: str,
         prepared: Prepared,
@@ -201,16 +201,13 @@ class Sender:
         mode: str = "SYNC",
         msg: Message | None = None,
         first: Failed | None = None,
-    ) -> SendResult:
+    ) -> Coroutine[Any, Any, SendResult]:
         """One message, in up to ``1 + retries`` attempts within ``timeout_ms``; to ``queue``
-        only, when given.  Raises the last attempt's error."""
+        only, when given.  Await it for the ``SendResult``; raises the last attempt's error."""
         messages = [msg] if msg is not None and self.hooks.hooks else None
-        result: SendResult = await self._send(
-            topic, queue, prepared, None, (), timeout_ms, retries, mode, messages, first
-        )
-        return result
+        return self._send(topic, queue, prepared, None, (), timeout_ms, retries, mode, messages, first)
 
-    async def send_batch(
+    def send_batch(
         self,
         topic: str,
         body: bytes | memoryview,
@@ -222,15 +219,12 @@ class Sender:
         mode: str = "BATCH",
         messages: Sequence[Message] | None = None,
         first: Failed | None = None,
-    ) -> BatchAnswer:
-        """One encoded batch body of ``len(uniqs)`` messages, as ``send_message``; its answer
-        (``api.send_results(uniqs, *answer)`` gives every message's ``SendResult``)."""
+    ) -> Coroutine[Any, Any, BatchAnswer]:
+        """One encoded batch body of ``len(uniqs)`` messages, as ``send_message``; await it for
+        the answer (``api.send_results(uniqs, *answer)`` gives every message's ``SendResult``)."""
         if not self.hooks.hooks:
             messages = None
-        answer: BatchAnswer = await self._send(
-            topic, queue, None, body, uniqs, timeout_ms, retries, mode, messages, first
-        )
-        return answer
+        return self._send(topic, queue, None, body, uniqs, timeout_ms, retries, mode, messages, first)
 
     async def _send(
         self,
@@ -274,7 +268,26 @@ class Sender:
                 addr = self.routes.master_addr(mq.broker_name) or await self.routes.find_master_addr(
                     mq.broker_name, topic
                 )
-                answer = await self._attempt(topic, mq, addr, prepared, body, uniqs, remaining, mode, messages)
+                # The attempt: its request and answer, hooks around them, the fault strategy told.
+                ctxs = self.hooks.before(messages, mode, mq, addr) if messages else None
+                start = time.perf_counter()
+                answer: Any
+                try:
+                    if prepared is not None:
+                        values = self.fields(topic, mq.queue_id, prepared[1], prepared[4], prepared[2], prepared[5],
+                                             False)
+                        resp = await self.remoting.invoke_fields(addr, SEND_V2, SEND_KEYS, values, prepared[0],
+                                                                 remaining)
+                        answer = send_result(resp, mq, prepared[3])
+                    else:
+                        assert body is not None
+                        resp = await self.remoting.invoke(addr, self.batch_request(topic, mq.queue_id, body), remaining)
+                        answer = send_response_fields(resp, mq, len(uniqs))
+                except BaseException as exc:
+                    self._attempted(mq, start, ctxs, None, exc, uniqs)
+                    raise
+                if ctxs or self.fault.enabled:
+                    self._attempted(mq, start, ctxs, answer, None, uniqs)
             except ApogeeError as exc:
                 if mq is None:
                     made += 1  # the route could not be had: that attempt failed too
@@ -306,40 +319,25 @@ class Sender:
         if kind is Retry.REFRESH_ROUTE and more:
             await self.refresh_route(topic)
 
-    async def _attempt(
+    def _attempted(
         self,
-        topic: str,
         mq: MessageQueue,
-        addr: str,
-        prepared: Prepared | None,
-        body: bytes | memoryview | None,
+        start: float,
+        ctxs: list[SendContext] | None,
+        answer: Any,
+        exc: BaseException | None,
         uniqs: Sequence[str],
-        timeout_ms: int,
-        mode: str,
-        messages: Sequence[Message] | None,
-    ) -> Any:
-        """One request and its answer (a ``SendResult``, or a batch's ``BatchAnswer``)."""
-        ctxs = self.hooks.before(messages, mode, mq, addr) if messages else None
-        start = time.perf_counter()
-        try:
-            if prepared is not None:
-                values = self.fields(topic, mq.queue_id, prepared[1], prepared[4], prepared[2], prepared[5], False)
-                resp = await self.remoting.invoke_fields(addr, SEND_V2, SEND_KEYS, values, prepared[0], timeout_ms)
-                answer: Any = send_result(resp, mq, prepared[3])
-            else:
-                assert body is not None
-                resp = await self.remoting.invoke(addr, self.batch_request(topic, mq.queue_id, body), timeout_ms)
-                answer = send_response_fields(resp, mq, len(uniqs))
-        except BaseException as exc:
-            self._report(mq.broker_name, start, True)
-            if ctxs:
-                self.hooks.after(ctxs, None, exc, start)
-            raise
-        self._report(mq.broker_name, start, False)
+    ) -> None:
+        """After an attempt: the fault strategy and the hooks hear how it went."""
+        self._report(mq.broker_name, start, exc is not None)
         if ctxs:
-            results = [answer] if prepared is not None else send_results(list(uniqs), *answer)
-            self.hooks.after(ctxs, results, None, start)
-        return answer
+            if exc is not None:
+                results = None
+            elif isinstance(answer, SendResult):
+                results = [answer]
+            else:
+                results = send_results(list(uniqs), *answer)
+            self.hooks.after(ctxs, results, exc, start)
 
     # --- auto-batches: the first attempt without a coroutine ----------------------------------
 
