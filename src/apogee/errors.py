@@ -2,20 +2,46 @@
 
 Remote failures travel as a response code and a remark; inside Python they become one of
 these classes.  Callers catch ``ApogeeError`` for everything, or a narrower class when they
-can act on it: ``retriable`` tells a client whether trying again (elsewhere) may help.
-Some classes also derive from a builtin (``TimeoutError``, ``ValueError``,
+can act on it.  Some classes also derive from a builtin (``TimeoutError``, ``ValueError``,
 ``ConnectionError``) so that generic code handles them too.
+
+Each class also says what a client does after a send attempt failed with it (``retry``):
+give up, try again on another broker, or refresh the topic's route and try again.  That is
+the one retry rule of every send path (the producer's and the Spark sink's, through
+``apogee.client.producer.retry``); ``retriable`` is true for the two that try again.  The
+categories follow RocketMQ 4.9.8's ``DefaultMQProducerImpl.sendDefaultImpl``: transport
+failures (its RemotingException) and a missing broker or route (MQClientException) are
+tried again at once on another broker, broker answers (MQBrokerException) only for the
+codes of ``DefaultMQProducer.retryResponseCodes`` -- SYSTEM_ERROR, SERVICE_NOT_AVAILABLE,
+NO_PERMISSION, TOPIC_NOT_EXIST, NO_BUYER_ID, NOT_IN_CURRENT_UNIT -- and every other answer
+is raised.  Apogee adds SYSTEM_BUSY (a broker shedding load: another one may take the
+message) and refreshes the route first where the route is what failed (TOPIC_NOT_EXIST, no
+route or no master address).
 """
 
 from __future__ import annotations
 
+import enum
 from typing import ClassVar
+
+
+class Retry(enum.Enum):
+    """What a client does after a send attempt failed with an error of a class."""
+
+    RAISE = "raise"  # another attempt cannot help
+    ANOTHER_BROKER = "retry on another broker"  # the broker (or the path to it) failed
+    REFRESH_ROUTE = "refresh the route and retry"  # what we know of the topic is stale
 
 
 class ApogeeError(Exception):
     """Root of every error Apogee raises on purpose."""
 
-    retriable: ClassVar[bool] = False
+    retry: ClassVar[Retry] = Retry.RAISE
+    retriable: ClassVar[bool] = False  # derived from ``retry``, for callers that only ask "again?"
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.retriable = cls.retry is not Retry.RAISE
 
 
 # --- protocol ---------------------------------------------------------------------------------
@@ -79,11 +105,12 @@ class RemoteError(ApogeeError):
 
 class SystemError_(RemoteError):  # noqa: N801 - the builtin name SystemError is taken
     code_value = 1
+    retry = Retry.ANOTHER_BROKER
 
 
 class SystemBusyError(RemoteError):
     code_value = 2
-    retriable = True
+    retry = Retry.ANOTHER_BROKER  # not in RocketMQ's list: Apogee's addition (see above)
 
 
 class RequestCodeNotSupportedError(RemoteError):
@@ -91,8 +118,10 @@ class RequestCodeNotSupportedError(RemoteError):
 
 
 class FlushDiskTimeoutError(RemoteError):
+    """A send answered this way was stored (a ``SendStatus``, retried on another broker only
+    with ``retry_another_broker_when_not_store_ok``); as an error it is not retried."""
+
     code_value = 10
-    retriable = True
 
 
 class MessageIllegalError(RemoteError, ValueError):
@@ -101,15 +130,17 @@ class MessageIllegalError(RemoteError, ValueError):
 
 class ServiceNotAvailableError(RemoteError):
     code_value = 14
-    retriable = True
+    retry = Retry.ANOTHER_BROKER
 
 
 class NoPermissionError(RemoteError):
     code_value = 16
+    retry = Retry.ANOTHER_BROKER
 
 
 class TopicNotExistError(RemoteError):
     code_value = 17
+    retry = Retry.REFRESH_ROUTE
 
 
 class QueryNotFoundError(RemoteError):
@@ -118,6 +149,16 @@ class QueryNotFoundError(RemoteError):
 
 class SubscriptionParseFailedError(RemoteError, ValueError):
     code_value = 23
+
+
+class NoBuyerIdError(RemoteError):
+    code_value = 204
+    retry = Retry.ANOTHER_BROKER
+
+
+class NotInCurrentUnitError(RemoteError):
+    code_value = 205
+    retry = Retry.ANOTHER_BROKER
 
 
 # --- client side ------------------------------------------------------------------------------
@@ -130,19 +171,19 @@ class ClientError(ApogeeError):
 class RequestTimeoutError(ClientError, TimeoutError):
     """No response arrived within the request's timeout."""
 
-    retriable = True
+    retry = Retry.ANOTHER_BROKER
 
 
 class ConnectionClosedError(ClientError, ConnectionError):
     """The connection closed (or could not open) while a request was pending."""
 
-    retriable = True
+    retry = Retry.ANOTHER_BROKER
 
 
 class NoRouteError(ClientError):
     """No NameServer knows a route for the topic, or no broker of it is reachable."""
 
-    retriable = True
+    retry = Retry.REFRESH_ROUTE
 
 
 class MessageValidationError(ClientError, ValueError):

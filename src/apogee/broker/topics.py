@@ -44,10 +44,6 @@ from apogee.common.validators import (
 )
 from apogee.remoting.bodies.route import DataVersion, TopicConfigData
 
-# NOT_ALLOWED_SEND_TOPICS and validate_topic live in common.validators; they are re-exported
-# here only for client/producer.py, which should import them from there (client never imports broker).
-__all__ = ["NOT_ALLOWED_SEND_TOPICS", "PERM_RW", "TopicConfigManager", "topic_config_problem", "validate_topic"]
-
 log = logging.getLogger("apogee.broker.topics")
 
 PERM_RW = PERM_READ | PERM_WRITE

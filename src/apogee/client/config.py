@@ -13,6 +13,7 @@ import itertools
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, TypeVar
 
 from apogee.client.consumer.allocate import AllocateAveragely, AllocateStrategy
 from apogee.client.types import ConsumeFromWhere, MessageModel
@@ -211,3 +212,24 @@ class ConsumerConfig(ClientConfig):
             raise ConfigError("consume_thread_max must be at least 1")
         if self.rebalance_interval_ms <= 0:
             raise ConfigError("rebalance_interval_ms must be positive")
+
+
+RoleConfig = TypeVar("RoleConfig", "ProducerConfig", "ConsumerConfig")
+
+
+def with_options(
+    cfg: RoleConfig, group: str | None, namesrv_addr: str | None, options: dict[str, Any], role: str
+) -> RoleConfig:
+    """``cfg`` with a client's constructor arguments applied (``Producer("g", "ns:9876",
+    batch_max_messages=7)``), checked: ``TypeError`` for an unknown option, ``ConfigError``
+    for a bad value."""
+    for key, value in options.items():
+        if not hasattr(cfg, key):
+            raise TypeError(f"unknown {role} option {key!r}")
+        setattr(cfg, key, value)
+    if group is not None:
+        cfg.group = group
+    if namesrv_addr is not None:
+        cfg.namesrv_addr = namesrv_addr
+    cfg.validate()
+    return cfg

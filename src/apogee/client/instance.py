@@ -28,13 +28,17 @@ import orjson
 
 from apogee.client.api import ClientAPI
 from apogee.client.config import ClientConfig
+from apogee.client.routes import TopicPublishInfo as TopicPublishInfo
+from apogee.client.routes import TopicRoutes
+from apogee.client.routes import publish_queues as publish_queues
+from apogee.client.routes import subscribe_queues as subscribe_queues
 from apogee.common import constants as c
 from apogee.common.lenient_json import loads
 from apogee.common.message import MessageQueue
 from apogee.common.message_codec import decode_record
-from apogee.errors import ApogeeError, ClientStateError, ConnectionClosedError, NoRouteError, RequestTimeoutError
+from apogee.errors import ApogeeError, ClientStateError, ConnectionClosedError, RequestTimeoutError
 from apogee.remoting.bodies.heartbeat import ConsumerData, HeartbeatData
-from apogee.remoting.bodies.route import QueueData, TopicRouteData
+from apogee.remoting.bodies.route import TopicRouteData
 from apogee.remoting.client import RemotingClient
 from apogee.remoting.codes import RequestCode, ResponseCode
 from apogee.remoting.command import RemotingCommand
@@ -68,61 +72,6 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-class TopicPublishInfo:
-    """The writable queues of a topic, in route order, with the round-robin counter."""
-
-    __slots__ = ("topic", "queues", "order_topic", "route", "counter", "from_default_topic")
-
-    def __init__(
-        self,
-        topic: str,
-        queues: list[MessageQueue],
-        route: TopicRouteData,
-        *,
-        order_topic: bool = False,
-        from_default_topic: bool = False,
-    ) -> None:
-        self.topic = topic
-        self.queues = queues
-        self.route = route
-        self.order_topic = order_topic
-        self.from_default_topic = from_default_topic
-        self.counter = random.randrange(1 << 16)
-
-    def ok(self) -> bool:
-        return bool(self.queues)
-
-    def next_counter(self) -> int:
-        self.counter += 1
-        return self.counter
-
-
-def publish_queues(topic: str, route: TopicRouteData) -> tuple[list[MessageQueue], bool]:
-    """RocketMQ's topicRouteData2TopicPublishInfo: writable queues of brokers with a master."""
-    queues: list[MessageQueue] = []
-    if route.order_topic_conf:
-        for item in route.order_topic_conf.split(";"):
-            name, _, nums = item.partition(":")
-            if name and nums.isdigit():
-                queues.extend(MessageQueue(topic, name, i) for i in range(int(nums)))
-        return queues, True
-    masters = {b.broker_name for b in route.broker_datas if b.master_addr()}
-    for qd in sorted(route.queue_datas, key=lambda q: q.broker_name):
-        if c.is_writeable(qd.perm) and qd.broker_name in masters:
-            queues.extend(MessageQueue(topic, qd.broker_name, i) for i in range(qd.write_queue_nums))
-    return queues, False
-
-
-def subscribe_queues(topic: str, route: TopicRouteData) -> set[MessageQueue]:
-    """The readable queues of a topic (what consumers balance over)."""
-    return {
-        MessageQueue(topic, qd.broker_name, i)
-        for qd in route.queue_datas
-        if c.is_readable(qd.perm)
-        for i in range(qd.read_queue_nums)
-    }
-
-
 class ClientInstance:
     _registry: dict[tuple[int, str], ClientInstance] = {}
 
@@ -140,12 +89,18 @@ class ClientInstance:
         self.api = ClientAPI(self.remoting, config.request_timeout_ms)
         self._namesrvs = config.namesrv_list()
         self._namesrv_index = random.randrange(len(self._namesrvs))
-        self.routes: dict[str, TopicRouteData] = {}
-        self.broker_addrs: dict[str, dict[int, str]] = {}
-        self.publish_infos: dict[str, TopicPublishInfo] = {}
+        # The route cache (shared with the producers' sender); its tables under their old names.
+        self.route_table = TopicRoutes(
+            self.fetch_route,
+            ";".join(self._namesrvs),
+            on_new_broker=self._new_broker,
+            on_route_changed=self._route_changed,
+        )
+        self.routes = self.route_table.routes
+        self.broker_addrs = self.route_table.broker_addrs
+        self.publish_infos = self.route_table.publish_infos
         self.producers: dict[str, ProducerHandle] = {}
         self.consumers: dict[str, ConsumerHandle] = {}
-        self._route_fetches: dict[str, asyncio.Future[bool]] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._heartbeat_lock: asyncio.Lock | None = None
         self._refresh_soon: asyncio.TimerHandle | None = None
@@ -207,9 +162,7 @@ class ClientInstance:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
-        pending = list(self._route_fetches.values())
-        for fut in pending:
-            fut.cancel()
+        self.route_table.cancel_fetches()
         await self.remoting.close()
         log.info("client instance %s shut down", self.client_id)
 
@@ -281,75 +234,18 @@ class ClientInstance:
     async def update_topic_route(
         self, topic: str, *, default_topic: str | None = None, default_queue_nums: int = 4
     ) -> bool:
-        """Refresh one topic's route; concurrent callers share one request.
+        """Refresh one topic's route (``TopicRoutes.update``); True when a route is known."""
+        return await self.route_table.update(
+            topic, default_topic=default_topic, default_queue_nums=default_queue_nums
+        )
 
-        With ``default_topic`` (a producer's TBW102), a topic the NameServer does not know
-        gets the default topic's route, its queues capped at ``default_queue_nums``: the first
-        send then auto-creates the topic on the broker.  Returns True when a route is known.
-        """
-        pending = self._route_fetches.get(topic)
-        if pending is not None:
-            return await asyncio.shield(pending)
-        fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        self._route_fetches[topic] = fut
-        try:
-            ok = await self._update_topic_route(topic, default_topic, default_queue_nums)
-        except BaseException as exc:
-            fut.set_exception(exc)
-            fut.exception()
-            raise
-        else:
-            fut.set_result(ok)
-            return ok
-        finally:
-            del self._route_fetches[topic]
-
-    async def _update_topic_route(self, topic: str, default_topic: str | None, default_queue_nums: int) -> bool:
-        route = await self.fetch_route(topic)
-        from_default = False
-        if route is None and default_topic:
-            base = await self.fetch_route(default_topic)
-            if base is not None:
-                from_default = True
-                route = TopicRouteData(
-                    queue_datas=[
-                        QueueData(
-                            q.broker_name,
-                            min(default_queue_nums, q.read_queue_nums),
-                            min(default_queue_nums, q.read_queue_nums),
-                            q.perm & ~c.PERM_INHERIT,
-                            q.topic_sys_flag,
-                        )
-                        for q in base.queue_datas
-                    ],
-                    broker_datas=base.broker_datas,
-                )
-        if route is None:
-            return False
-        self._apply_route(topic, route, from_default)
-        return True
-
-    def _apply_route(self, topic: str, route: TopicRouteData, from_default: bool = False) -> None:
-        old = self.routes.get(topic)
-        new_broker = False
-        for bd in route.broker_datas:
-            known = self.broker_addrs.get(bd.broker_name)
-            if known is None or set(bd.broker_addrs.values()) - set(known.values()):
-                new_broker = True
-            self.broker_addrs[bd.broker_name] = dict(bd.broker_addrs)
-        if new_broker and self.running and (self.consumers or self.producers):
+    def _new_broker(self) -> None:
+        if self.running and (self.consumers or self.producers):
             # A broker we never told about ourselves: heartbeat now, not in up to 30 s, so it
             # knows our consumer groups before anyone rebalances against it.
             self._spawn(self.heartbeat_all())
-        if old == route and topic in self.publish_infos:
-            return
-        self.routes[topic] = route
-        queues, order = publish_queues(topic, route)
-        previous = self.publish_infos.get(topic)
-        info = TopicPublishInfo(topic, queues, route, order_topic=order, from_default_topic=from_default)
-        if previous is not None:
-            info.counter = previous.counter
-        self.publish_infos[topic] = info
+
+    def _route_changed(self, topic: str, route: TopicRouteData, old: TopicRouteData | None) -> None:
         subs = subscribe_queues(topic, route)
         for consumer in list(self.consumers.values()):
             if topic in consumer.subscribed_topics():
@@ -373,16 +269,7 @@ class ClientInstance:
                     log.warning("the NameServer no longer knows topic %s", topic)
             except ApogeeError as exc:
                 log.warning("route refresh of %s failed: %s", topic, exc)
-        self._clean_offline_brokers()
-
-    def _clean_offline_brokers(self) -> None:
-        live: dict[str, set[str]] = {}
-        for route in self.routes.values():
-            for bd in route.broker_datas:
-                live.setdefault(bd.broker_name, set()).update(bd.broker_addrs.values())
-        for name in list(self.broker_addrs):
-            if name not in live:
-                del self.broker_addrs[name]
+        self.route_table.clean_offline_brokers()
 
     def _connection_closed(self, addr: str, conn: Connection) -> None:
         """A connection dropped: if it was a broker's, refresh routes soon (it may be gone)."""
@@ -425,64 +312,28 @@ class ClientInstance:
 
     async def publish_info(self, topic: str, default_topic: str, default_queue_nums: int) -> TopicPublishInfo:
         """The publish info of ``topic``, fetched on first use; ``NoRouteError`` when none."""
-        info = self.publish_infos.get(topic)
-        if info is not None and info.ok():
-            return info
-        await self.update_topic_route(topic, default_topic=default_topic, default_queue_nums=default_queue_nums)
-        info = self.publish_infos.get(topic)
-        if info is None or not info.ok():
-            raise NoRouteError(
-                f"no route for topic {topic!r}: the NameServers ({';'.join(self._namesrvs)}) know neither it "
-                f"nor {default_topic} with a writable master (create the topic, or enable autoCreateTopicEnable)"
-            )
-        return info
+        return await self.route_table.publish_info(topic, default_topic, default_queue_nums)
 
     async def subscribe_info(self, topic: str) -> set[MessageQueue]:
         """The readable queues of ``topic`` (fetched when unknown); ``NoRouteError`` when none."""
-        route = self.routes.get(topic)
-        if route is None:
-            await self.update_topic_route(topic)
-            route = self.routes.get(topic)
-        if route is None:
-            raise NoRouteError(f"no route for topic {topic!r}: does it exist?")
-        return subscribe_queues(topic, route)
+        return await self.route_table.subscribe_info(topic)
 
     # --- broker addresses ---------------------------------------------------------------------
 
     def master_addr(self, broker_name: str) -> str | None:
-        table = self.broker_addrs.get(broker_name)
-        return table.get(c.MASTER_ID) if table else None
+        return self.route_table.master_addr(broker_name)
 
     def broker_addr_in_subscribe(self, broker_name: str, broker_id: int = c.MASTER_ID) -> str | None:
         """The broker's address of ``broker_id``, else any of its addresses."""
-        table = self.broker_addrs.get(broker_name)
-        if not table:
-            return None
-        return table.get(broker_id) or next(iter(table.values()))
+        return self.route_table.broker_addr_in_subscribe(broker_name, broker_id)
 
     async def find_master_addr(self, broker_name: str, topic: str | None = None) -> str:
         """The master address, refreshing ``topic``'s route once if it is unknown."""
-        addr = self.master_addr(broker_name)
-        if addr is None and topic is not None:
-            await self.update_topic_route(topic)
-            addr = self.master_addr(broker_name)
-        if addr is None:
-            raise NoRouteError(f"broker {broker_name!r} has no known master address")
-        return addr
+        return await self.route_table.find_master_addr(broker_name, topic)
 
     async def any_broker_of_topic(self, topic: str) -> str:
         """Some broker serving ``topic`` (a master when possible), for group-level questions."""
-        route = self.routes.get(topic)
-        if route is None:
-            await self.update_topic_route(topic)
-            route = self.routes.get(topic)
-        if route is None or not route.broker_datas:
-            raise NoRouteError(f"no broker serves topic {topic!r}")
-        bd = random.choice(route.broker_datas)
-        addr = bd.master_addr() or next(iter(bd.broker_addrs.values()), None)
-        if addr is None:
-            raise NoRouteError(f"broker {bd.broker_name} of topic {topic!r} has no address")
-        return addr
+        return await self.route_table.any_broker_of_topic(topic)
 
     # --- heartbeats ---------------------------------------------------------------------------
 

@@ -252,7 +252,8 @@ class SyncPushConsumer(_SyncBase):
         if self._runner is None:
             self.consumer.subscribe(topic, expression, expression_type=expression_type)
         else:
-            self._run(_call(functools.partial(self.consumer.subscribe, expression_type=expression_type), topic, expression))
+            subscribe = functools.partial(self.consumer.subscribe, expression_type=expression_type)
+            self._run(_call(subscribe, topic, expression))
 
     def register_listener(self, listener: Listener, *, orderly: bool = False) -> None:
         self.consumer.register_listener(listener, orderly=orderly)
@@ -347,7 +348,8 @@ class SyncLitePullConsumer(_SyncBase):
         if self._runner is None:
             self.consumer.subscribe(topic, expression, expression_type=expression_type)
         else:
-            self._run(_call(functools.partial(self.consumer.subscribe, expression_type=expression_type), topic, expression))
+            subscribe = functools.partial(self.consumer.subscribe, expression_type=expression_type)
+            self._run(_call(subscribe, topic, expression))
 
     def assign(self, queues: Iterable[MessageQueue], expression: str = "*") -> None:
         if self._runner is None:

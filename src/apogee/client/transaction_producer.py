@@ -22,7 +22,7 @@ import logging
 from collections.abc import Awaitable
 from typing import Any, NamedTuple, Protocol
 
-from apogee.client.producer import Producer
+from apogee.client.producer.producer import Producer
 from apogee.client.types import SendResult, SendStatus
 from apogee.common import constants as c
 from apogee.common.message import Message, MessageExt

@@ -4,8 +4,9 @@ Spark runs the connector's code in many short calls (``latestOffset``, ``partiti
 ``read`` or ``write`` per task) inside long-lived, reused Python worker processes.  Opening a
 connection per call would dominate small micro-batches, so each process keeps one background
 event loop thread with one ``RemotingClient`` + ``ClientAPI`` (connections by address, opened
-lazily, kept while the worker lives).  Workers are forked from a daemon: the state is keyed by
-PID, so a forked child never reuses its parent's loop or sockets.
+lazily, kept while the worker lives) and one route cache per NameServer list.  Workers are
+forked from a daemon: the state is keyed by PID, so a forked child never reuses its parent's
+loop or sockets.
 
 Synchronous code (Spark's calls) hands coroutines to the loop with ``run()``.
 """
@@ -22,9 +23,12 @@ from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 from apogee.client.api import ClientAPI
+from apogee.client.routes import TopicRoutes
+from apogee.remoting.bodies.route import TopicRouteData
 from apogee.remoting.client import RemotingClient
 from apogee.remoting.config import RemotingConfig
 from apogee.remoting.loop import loop_factory
+from apogee.spark.broker import Cluster
 
 T = TypeVar("T")
 
@@ -40,12 +44,27 @@ class Runtime:
         self.pid = os.getpid()
         self.remoting = RemotingClient(RemotingConfig())
         self.api = ClientAPI(self.remoting, REQUEST_TIMEOUT_MS)
+        self._routes: dict[tuple[str, int], TopicRoutes] = {}
         self._thread = threading.Thread(target=self._run, name="apogee-spark-loop", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
         asyncio.set_event_loop(self.loop)
         self.loop.run_forever()
+
+    def routes(self, namesrv: str, timeout_ms: int = REQUEST_TIMEOUT_MS) -> TopicRoutes:
+        """The route cache of ``namesrv`` (a ``;`` list) for every sink task of this process:
+        the client's ``TopicRoutes``, fetched from the first NameServer that answers."""
+        key = (namesrv, timeout_ms)
+        table = self._routes.get(key)
+        if table is None:
+            cluster = Cluster(self.api, namesrv, timeout_ms)
+
+            async def fetch(topic: str) -> TopicRouteData | None:
+                return await cluster.on_namesrv(lambda addr: self.api.get_route(addr, topic, timeout_ms))
+
+            table = self._routes[key] = TopicRoutes(fetch, namesrv)
+        return table
 
     def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
         return asyncio.run_coroutine_threadsafe(coro, self.loop)

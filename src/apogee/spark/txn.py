@@ -59,7 +59,7 @@ from apogee.spark.broker import Cluster
 from apogee.spark.errors import ApogeeSparkError
 from apogee.spark.options import SinkOptions
 from apogee.spark.schema import TXN_PROPERTY
-from apogee.spark.writer import SentCommit, SinkColumns, publish_route, send_partition
+from apogee.spark.writer import SentCommit, SinkColumns, send_partition, sink_sender
 
 log = logging.getLogger("apogee.spark.txn")
 
@@ -352,9 +352,10 @@ class Resolver:
 
     async def _discover(self) -> None:
         if self.opts.topic:
+            sender = sink_sender(self.opts)
             try:
-                _, addrs = await publish_route(self.cluster, self.opts.topic)
-                self.brokers |= set(addrs.values())
+                info = await sender.publish_info(self.opts.topic)
+                self.brokers |= {a for q in info.queues if (a := sender.routes.master_addr(q.broker_name))}
             except ApogeeError as exc:
                 log.warning("no route for %s yet: %s", self.opts.topic, exc)
 

@@ -1,7 +1,9 @@
 """Writing DataFrames into topics: batch ``df.write`` and streaming ``writeStream``.
 
 Each Spark task sends its own rows straight to the brokers from the executor (Arrow batches
-in, SEND_BATCH_MESSAGE requests out, several in flight).  Rows choose their queue by an
+in, SEND_BATCH_MESSAGE requests out, several in flight), through the client's sender
+(``apogee.client.producer.sender``): the producer's route cache, request header and retry
+rule.  What stays here is the columnar part: rows to batch bodies with Arrow kernels.  Rows choose their queue by an
 explicit ``queue_id`` (optionally with ``broker``), by ``sharding_key`` (RocketMQ's hash
 selector, so rows with one key stay in one queue, in order), or round robin (runs of
 consecutive rows per queue, one batch request each).
@@ -18,14 +20,11 @@ Delivery guarantees:
 from __future__ import annotations
 
 import asyncio
-import datetime
 import logging
 import random
-import threading
-import time
-from collections.abc import Coroutine, Iterator
+from collections.abc import Awaitable, Coroutine, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow as pa  # type: ignore[import-untyped]
@@ -42,39 +41,26 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from apogee.client.api import parse_send_response
-from apogee.client.instance import publish_queues
+from apogee.client.producer.sender import Prepared, Sender, SendSettings
 from apogee.client.selectors import java_hash_code
 from apogee.common import constants as c
 from apogee.common.message import MessageQueue
-from apogee.common.message_codec import encode_batch, encode_batch_columns
-from apogee.common.message_id import UniqIdGenerator
-from apogee.errors import ConnectionClosedError, RemoteError, RequestTimeoutError
-from apogee.remoting.bodies.route import QueueData, TopicRouteData
-from apogee.remoting.codes import RequestCode, ResponseCode
-from apogee.remoting.command import RemotingCommand
-from apogee.remoting.headers.send import SendMessageRequestHeaderV2
+from apogee.common.message_codec import BATCH_ITEM_OVERHEAD, encode_batch, encode_batch_columns
+from apogee.common.message_id import UniqIdGenerator, default_generator
+from apogee.errors import ApogeeError, RemoteError
 from apogee.spark import runtime
-from apogee.spark.broker import Cluster
 from apogee.spark.errors import ApogeeSparkError
 from apogee.spark.options import SinkOptions
 from apogee.spark.schema import SYSTEM_PROPERTIES
 
 log = logging.getLogger("apogee.spark.writer")
 
+T = TypeVar("T")
+
 SHARDING_KEY_PROPERTY = "__SHARDINGKEY"
-STORED_CODES = frozenset(
-    {
-        ResponseCode.SUCCESS,
-        ResponseCode.FLUSH_DISK_TIMEOUT,
-        ResponseCode.FLUSH_SLAVE_TIMEOUT,
-        ResponseCode.SLAVE_NOT_AVAILABLE,
-    }
-)
-RETRY_CODES = frozenset({ResponseCode.SYSTEM_BUSY, ResponseCode.SYSTEM_ERROR, ResponseCode.SERVICE_NOT_AVAILABLE})
-ROUTE_TTL_S = 30.0
-_BORN_PLACEHOLDER = -4242424242  # values no real header holds, to find their extFields keys
-_PROPS_PLACEHOLDER = "\x00properties"
+ROUTE_TTL_S = 30.0  # the sink's routes are fetched again when older (no periodic refresh here)
+SEND_RETRIES = 2  # attempts after the first, as a producer's retry_times_when_send_failed
+DEFAULT_TOPIC_QUEUE_NUMS = 8  # queues of a topic the first send auto-creates
 
 _INTS = (IntegerType, LongType, ShortType)
 
@@ -191,58 +177,33 @@ class SentCommit(WriterCommitMessage):
     skipped: bool = False
 
 
-# --- routes, cached per process ---------------------------------------------------------------
-
-_routes: dict[tuple[str, str], tuple[float, list[MessageQueue], dict[str, str]]] = {}
+# --- sending ----------------------------------------------------------------------------------
 
 
-async def publish_route(cluster: Cluster, topic: str) -> tuple[list[MessageQueue], dict[str, str]]:
-    """Writable queues of ``topic`` and each broker's master address (cached ``ROUTE_TTL_S``).
+def sink_sender(opts: SinkOptions) -> Sender:
+    """The client's sender for this sink: the process's route cache and connections, the
+    producer's retry rule, the sink's group and timeouts."""
+    rt = runtime.runtime()
+    settings = SendSettings(
+        opts.producer_group,
+        opts.send_timeout_ms,
+        c.TBW102,
+        DEFAULT_TOPIC_QUEUE_NUMS,
+        max_route_age_s=ROUTE_TTL_S,
+    )
+    return Sender(rt.routes(opts.namesrv, opts.request_timeout_ms), rt.remoting, settings)
 
-    An unknown topic borrows TBW102's route, as producers do, so a broker with
-    autoCreateTopicEnable creates it on the first send."""
-    key = (cluster.namesrvs[0], topic)
-    cached = _routes.get(key)
-    if cached is not None and time.monotonic() - cached[0] < ROUTE_TTL_S:
-        return cached[1], cached[2]
-    route: TopicRouteData | None
+
+async def sent(send: Awaitable[T], topic: str) -> T:
+    """``send``'s outcome, its failure as the sink's one-line error."""
     try:
-        route = await cluster.route(topic)
-    except ApogeeSparkError as exc:
-        if "does not exist" not in str(exc):
-            raise
-        base = await cluster.on_namesrv(lambda a: cluster.api.get_route(a, c.TBW102, cluster.timeout_ms))
-        if base is None or not base.queue_datas:
-            raise ApogeeSparkError(
-                f"topic {topic!r} does not exist and the brokers do not create topics on first send "
-                "(autoCreateTopicEnable=false): create it first"
-            ) from None
-        route = TopicRouteData(
-            queue_datas=[
-                QueueData(
-                    q.broker_name,
-                    min(8, q.read_queue_nums),
-                    min(8, q.write_queue_nums),
-                    q.perm & ~c.PERM_INHERIT,
-                    q.topic_sys_flag,
-                )
-                for q in base.queue_datas
-            ],
-            broker_datas=base.broker_datas,
-        )
-    queues, _ = publish_queues(topic, route)
-    if not queues:
-        raise ApogeeSparkError(f"topic {topic!r} has no writable queue on a broker with a master")
-    addrs = {bd.broker_name: addr for bd in route.broker_datas if (addr := bd.master_addr())}
-    _routes[key] = (time.monotonic(), queues, addrs)
-    return queues, addrs
-
-
-def forget_route(namesrv: str, topic: str) -> None:
-    _routes.pop((namesrv.split(";")[0], topic), None)
-
-
-# --- the sender -------------------------------------------------------------------------------
+        return await send
+    except ApogeeSparkError:
+        raise
+    except RemoteError as exc:
+        raise ApogeeSparkError(f"the broker refused a send to {topic!r}: {exc}") from None
+    except ApogeeError as exc:
+        raise ApogeeSparkError(f"sending to {topic!r} failed: {exc}") from None
 
 
 class _QueueBuffer:
@@ -256,45 +217,26 @@ class _QueueBuffer:
 
 
 class BulkIds:
-    """UNIQ_KEY values in blocks, in the layout of ``message_id.UniqIdGenerator`` (IPv4, PID,
-    a random per-process number, milliseconds since the start of the month, a counter): one
-    clock read per block instead of per message, and the hex text built with numpy."""
+    """UNIQ_KEYs by the thousand, from the process's one generator
+    (``message_id.default_generator``): its reserved blocks (one clock read each) turned into
+    an Arrow string column by numpy, with no Python work per id."""
 
-    def __init__(self) -> None:
-        sample = UniqIdGenerator().next_id()
-        self._prefix = sample[:20]  # ip4 + pid16 + random32, as hex
-        self._ms = -1  # the time field last used, and how many counters of it are gone
-        self._used = 0
-        self._lock = threading.Lock()
+    def __init__(self, ids: UniqIdGenerator | None = None) -> None:
+        self._ids = ids or default_generator()
 
     def take(self, n: int) -> list[str]:
         return self.take_array(n).to_pylist()  # type: ignore[no-any-return]
 
     def take_array(self, n: int) -> pa.Array:
         """``n`` new ids as an Arrow string array."""
-        now = datetime.datetime.now()
-        month = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
-        elapsed = int((now - month).total_seconds() * 1000)
-        blocks: list[tuple[str, int, int]] = []  # (first 28 hex digits, first counter, count)
-        with self._lock:
-            if elapsed > self._ms:
-                self._ms, self._used = elapsed, 0
-            while n > 0:
-                if self._used >= 0x10000:  # 65,536 ids in one millisecond: borrow the next one
-                    self._ms, self._used = self._ms + 1, 0
-                k = min(n, 0x10000 - self._used)
-                blocks.append((f"{self._prefix}{self._ms & 0xFFFFFFFF:08X}", self._used, k))
-                self._used += k
-                n -= k
-        total = sum(k for _, _, k in blocks)
-        text = np.empty((total, 32), np.uint8)
+        text = np.empty((n, 32), np.uint8)
         at = 0
-        for head, first, k in blocks:
+        for head, first, k in self._ids.reserve(n):
             text[at : at + k, :28] = np.frombuffer(head.encode("ascii"), np.uint8)
             text[at : at + k, 28:] = _hex4()[first : first + k].view(np.uint8).reshape(k, 4)
             at += k
-        offsets = np.arange(0, (total + 1) * 32, 32, dtype=np.int32)
-        return pa.Array.from_buffers(pa.string(), total, [None, pa.py_buffer(offsets), pa.py_buffer(text)])
+        offsets = np.arange(0, (n + 1) * 32, 32, dtype=np.int32)
+        return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(text)])
 
 
 _HEX4: Any = None
@@ -308,37 +250,19 @@ def _hex4() -> Any:
     return _HEX4
 
 
-_bulk: BulkIds | None = None
-
-
-def bulk_ids() -> BulkIds:
-    global _bulk
-    if _bulk is None:
-        _bulk = BulkIds()
-    return _bulk
-
-
-_ids: UniqIdGenerator | None = None
-
-
-def uniq_ids() -> UniqIdGenerator:
-    global _ids
-    if _ids is None:
-        _ids = UniqIdGenerator()
-    return _ids
-
-
-class Sender:
-    """Sends the rows of one task; lives on the runtime loop (``add`` and ``finish`` are
-    coroutines).  ``half_properties`` turns every message into a transactional half message
-    (exactly-once); otherwise messages go out in batches."""
+class PartitionWriter:
+    """Turns the rows of one task into messages and hands them to the client's sender; lives
+    on the runtime loop (``add`` and ``finish`` are coroutines).  What is left here is the
+    sink's own part: rows to batch bodies column by column, the queue of each row, order
+    per queue, and how many requests are in flight.  ``half_properties`` turns every message
+    into a transactional half message (exactly-once); otherwise messages go out in batches."""
 
     def __init__(
         self, opts: SinkOptions, columns: SinkColumns, *, half_properties: dict[str, str] | None = None
     ) -> None:
         self.opts = opts
         self.columns = columns
-        self.cluster = Cluster(runtime.runtime().api, opts.namesrv, opts.request_timeout_ms)
+        self.sender = sink_sender(opts)
         self.half_properties = half_properties
         self.count = 0
         self.halves: list[tuple[str, str, int]] = []
@@ -348,11 +272,10 @@ class Sender:
         # semaphore costs O(1) per send (``asyncio.wait`` over the pending set costs O(window)).
         self._window = asyncio.Semaphore(2 * opts.max_inflight_requests)
         self._pending: set[asyncio.Future[Any]] = set()
-        self._headers: dict[tuple[str, int, int, bool], tuple[dict[str, str], str, str]] = {}
         self._error: BaseException | None = None
         self._rr = random.randrange(1 << 16)
-        self._ids = uniq_ids()
-        self._bulk = bulk_ids()
+        self._ids = default_generator()
+        self._bulk = BulkIds(self._ids)
 
     # --- rows to messages ---------------------------------------------------------------------
 
@@ -386,7 +309,7 @@ class Sender:
         delays = col(cols.delay_level)
         default_topic = self.opts.topic
         ordered = queue_ids is not None or shard is not None
-        routes: dict[str, tuple[list[MessageQueue], dict[str, str]]] = {}
+        routes: dict[str, list[MessageQueue]] = {}
         half = self.half_properties
         next_id = self._ids.next_id
         for i in range(n):
@@ -400,10 +323,9 @@ class Sender:
                 body = body.encode("utf-8")
             if not body:
                 raise ApogeeSparkError("a row has an empty body (RocketMQ refuses empty messages)")
-            route = routes.get(topic)
-            if route is None:
-                route = routes[topic] = await publish_route(self.cluster, topic)
-            queues = route[0]
+            queues = routes.get(topic)
+            if queues is None:
+                queues = routes[topic] = await self._queues(topic)
             uniq = next_id()
             parts = [f"UNIQ_KEY\x01{uniq}"]
             tag = tags[i] if tags is not None else None
@@ -429,12 +351,12 @@ class Sender:
                 parts.extend(f"{k}\x01{v}" for k, v in half.items())
                 if level:
                     parts.append(f"DELAY\x01{int(level)}")
-                await self._send_single(topic, mq, body, "\x02".join(parts), uniq, route[1], half=True)
+                await self._send_single(topic, mq, body, "\x02".join(parts), uniq, half=True)
             elif level:
                 parts.append(f"DELAY\x01{int(level)}")
-                await self._send_single(topic, mq, body, "\x02".join(parts), uniq, route[1], half=False)
+                await self._send_single(topic, mq, body, "\x02".join(parts), uniq, half=False)
             else:
-                self._append(topic, mq, body, "\x02".join(parts), uniq, route[1], ordered)
+                self._append(topic, mq, body, "\x02".join(parts), uniq, ordered)
             self.count += 1
 
     def _columns(self, batch: pa.RecordBatch, col: Any) -> tuple[pa.Array, pa.Array, pa.Array]:
@@ -476,11 +398,11 @@ class Sender:
         texts = pc.binary_join_element_wise(props, half, "").to_pylist()
         topic = self.opts.topic
         assert topic is not None
-        queues, addrs = await publish_route(self.cluster, topic)
+        queues = await self._queues(topic)
         nq = len(queues)
         for body, text, uniq in zip(bodies.to_pylist(), texts, ids.to_pylist(), strict=True):
             self._rr += 1
-            await self._send_single(topic, queues[self._rr % nq], body, text, uniq, addrs, half=True)
+            await self._send_single(topic, queues[self._rr % nq], body, text, uniq, half=True)
             self.count += 1
 
     async def _add_round_robin(self, batch: pa.RecordBatch, col: Any) -> None:
@@ -499,7 +421,7 @@ class Sender:
         data = memoryview(items.buffers()[2])
         topic = self.opts.topic
         assert topic is not None
-        queues, addrs = await publish_route(self.cluster, topic)
+        queues = await self._queues(topic)
         nq = len(queues)
         run = max(1, min(self.opts.batch_max_messages, -(-n // nq)))
         for first in range(0, n, run):
@@ -507,32 +429,34 @@ class Sender:
             self._rr += 1
             for lo, hi in _cuts(ends, first, min(n, first + run), self.opts.batch_max_bytes):
                 uniqs = ids.slice(lo, hi - lo).to_pylist()
-                fut = asyncio.ensure_future(self._send_batch(topic, mq, data[ends[lo] : ends[hi]], uniqs, addrs, None))
+                fut = asyncio.ensure_future(self._send_batch(topic, mq, data[ends[lo] : ends[hi]], uniqs, None))
                 self._track(fut)
                 while len(self._pending) >= self.opts.max_inflight_requests:  # backpressure
                     await asyncio.wait(list(self._pending), return_when=asyncio.FIRST_COMPLETED)
         self.count += n
 
-    def _append(
-        self, topic: str, mq: MessageQueue, body: bytes, props: str, uniq: str, addrs: dict[str, str], ordered: bool
-    ) -> None:
+    async def _queues(self, topic: str) -> list[MessageQueue]:
+        """The topic's writable queues, from the route cache (``sent`` explains a failure)."""
+        return (await sent(self.sender.publish_info(topic), topic)).queues
+
+    def _append(self, topic: str, mq: MessageQueue, body: bytes, props: str, uniq: str, ordered: bool) -> None:
         buf = self._buffers.get((topic, mq))
         if buf is None:
             buf = self._buffers[(topic, mq)] = _QueueBuffer()
         buf.items.append((0, body, props))
         buf.uniqs.append(uniq)
-        buf.nbytes += 22 + len(body) + len(props)
+        buf.nbytes += BATCH_ITEM_OVERHEAD + len(body) + len(props)
         if len(buf.items) >= self.opts.batch_max_messages or buf.nbytes >= self.opts.batch_max_bytes:
-            self._flush(topic, mq, buf, addrs, ordered)
+            self._flush(topic, mq, buf, ordered)
 
-    def _flush(self, topic: str, mq: MessageQueue, buf: _QueueBuffer, addrs: dict[str, str], ordered: bool) -> None:
+    def _flush(self, topic: str, mq: MessageQueue, buf: _QueueBuffer, ordered: bool) -> None:
         if not buf.items:
             return
         body = encode_batch(buf.items)
         uniqs = buf.uniqs
         buf.items, buf.uniqs, buf.nbytes = [], [], 0
         previous = buf.tail if ordered else None
-        fut = asyncio.ensure_future(self._send_batch(topic, mq, body, uniqs, addrs, previous))
+        fut = asyncio.ensure_future(self._send_batch(topic, mq, body, uniqs, previous))
         if ordered:
             buf.tail = fut
         self._track(fut)
@@ -556,102 +480,42 @@ class Sender:
 
     # --- requests -----------------------------------------------------------------------------
 
-    def _request(
-        self, topic: str, mq: MessageQueue, body: Any, props: str | None, *, batch: bool, sysflag: int = 0
-    ) -> RemotingCommand:
-        key = (topic, mq.queue_id, sysflag, batch)
-        template = self._headers.get(key)
-        if template is None:
-            # The header's extFields once per queue and kind; per message only the born time
-            # and the properties change (keys found by their placeholder values).
-            fields = SendMessageRequestHeaderV2(
-                producer_group=self.opts.producer_group,
-                topic=topic,
-                default_topic=c.TBW102,
-                default_topic_queue_nums=8,
-                queue_id=mq.queue_id,
-                sys_flag=sysflag,
-                born_timestamp=_BORN_PLACEHOLDER,
-                flag=0,
-                properties=_PROPS_PLACEHOLDER,
-                batch=True if batch else None,
-            ).encode()
-            born_key = next(k for k, v in fields.items() if v == str(_BORN_PLACEHOLDER))
-            props_key = next(k for k, v in fields.items() if v == _PROPS_PLACEHOLDER)
-            template = self._headers[key] = (fields, born_key, props_key)
-        fields, born_key, props_key = template
-        ext = dict(fields)
-        ext[born_key] = str(int(time.time() * 1000))
-        if props is None:
-            del ext[props_key]
-        else:
-            ext[props_key] = props
-        code = RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2
-        return RemotingCommand.request(code, ext, body)
-
-    async def _invoke(
-        self, topic: str, mq: MessageQueue, addrs: dict[str, str], req: RemotingCommand, uniqs: list[str]
-    ) -> list[Any]:
-        api = self.cluster.api
-        attempt = 0
-        while True:
-            addr = addrs.get(mq.broker_name)
-            if addr is None:
-                raise ApogeeSparkError(f"broker {mq.broker_name!r} of topic {topic!r} has no master address")
-            try:
-                async with self._inflight:
-                    resp = await api.send(addr, req, self.opts.send_timeout_ms)
-                if len(uniqs) > 1:  # a batch: only its status matters
-                    if resp.code not in STORED_CODES:
-                        raise RemoteError.for_code(resp.code, resp.remark)
-                    return []
-                return parse_send_response(resp, mq, uniqs)
-            except (ConnectionClosedError, RequestTimeoutError) as exc:
-                error: BaseException = exc
-            except RemoteError as exc:
-                if exc.code not in RETRY_CODES and exc.code != ResponseCode.TOPIC_NOT_EXIST:
-                    raise ApogeeSparkError(f"the broker refused a send to {topic!r}: {exc}") from None
-                error = exc
-            attempt += 1
-            if attempt > 2:
-                raise ApogeeSparkError(f"sending to {topic!r} queue {mq.queue_id} at {addr} failed: {error}") from None
-            forget_route(self.opts.namesrv, topic)
-            await asyncio.sleep(0.2 * attempt)
-            _, addrs = await publish_route(self.cluster, topic)
-
     async def _send_batch(
         self,
         topic: str,
         mq: MessageQueue,
         body: bytes | memoryview,
         uniqs: list[str],
-        addrs: dict[str, str],
         previous: asyncio.Future[None] | None,
     ) -> None:
         if previous is not None:
             await asyncio.shield(previous)
-        await self._invoke(topic, mq, addrs, self._request(topic, mq, body, None, batch=True), uniqs)
+        timeout = self.opts.send_timeout_ms
+        async with self._inflight:
+            await sent(self.sender.send_batch(topic, body, uniqs, timeout, SEND_RETRIES, queue=mq), topic)
 
     async def _send_single(
-        self, topic: str, mq: MessageQueue, body: bytes, props: str, uniq: str, addrs: dict[str, str], *, half: bool
+        self, topic: str, mq: MessageQueue, body: bytes, props: str, uniq: str, *, half: bool
     ) -> None:
         if self._error is not None:
             raise self._error
-        sysflag = c.TRANSACTION_PREPARED_TYPE if half else 0
-        req = self._request(topic, mq, body, props, batch=False, sysflag=sysflag)
+        prepared: Prepared = (body, c.TRANSACTION_PREPARED_TYPE if half else 0, props, uniq, 0, None)
 
         async def send() -> None:
-            results = await self._invoke(topic, mq, addrs, req, [uniq])
+            async with self._inflight:
+                result = await sent(
+                    self.sender.send_message(topic, prepared, self.opts.send_timeout_ms, SEND_RETRIES, queue=mq), topic
+                )
             if half:
-                self.halves.append((addrs[mq.broker_name], results[0].offset_msg_id, results[0].queue_offset))
+                addr = self.sender.routes.master_addr(result.message_queue.broker_name) or ""
+                self.halves.append((addr, result.offset_msg_id, result.queue_offset))
 
         await self._start(send())
 
     async def finish(self) -> None:
         """Send what is buffered and wait until every send is acknowledged."""
         for (topic, mq), buf in list(self._buffers.items()):
-            _, addrs = await publish_route(self.cluster, topic)
-            self._flush(topic, mq, buf, addrs, buf.tail is not None)
+            self._flush(topic, mq, buf, buf.tail is not None)
         while self._pending:
             await asyncio.gather(*list(self._pending), return_exceptions=True)
         if self._error is not None:
@@ -742,8 +606,8 @@ def send_partition(
     """Send every row of one task; returns (rows sent, half messages)."""
     rt = runtime.runtime()
 
-    async def make() -> Sender:
-        return Sender(opts, columns, half_properties=half_properties)
+    async def make() -> PartitionWriter:
+        return PartitionWriter(opts, columns, half_properties=half_properties)
 
     timeout = opts.send_timeout_ms / 1000 * 4 + 30
     sender = rt.run(make())

@@ -4,7 +4,8 @@ from pathlib import Path
 
 import orjson
 
-from apogee.broker.topics import TopicConfigManager, validate_topic
+from apogee.broker.topics import TopicConfigManager
+from apogee.common.validators import validate_topic
 from apogee.common.constants import PERM_INHERIT, SCHEDULE_TOPIC, TBW102
 
 

@@ -12,7 +12,7 @@ import logging
 import time
 from typing import Any
 
-from apogee.client.config import ConsumerConfig
+from apogee.client.config import ConsumerConfig, with_options
 from apogee.client.consumer.offset_store import (
     OFFSET_UNKNOWN,
     LocalFileOffsetStore,
@@ -45,17 +45,7 @@ HALF_HOUR_MS = 30 * 60 * 1000
 def build_config(
     group: str | None, namesrv_addr: str | None, config: ConsumerConfig | None, options: dict[str, Any]
 ) -> ConsumerConfig:
-    cfg = config or ConsumerConfig()
-    for key, value in options.items():
-        if not hasattr(cfg, key):
-            raise TypeError(f"unknown consumer option {key!r}")
-        setattr(cfg, key, value)
-    if group is not None:
-        cfg.group = group
-    if namesrv_addr is not None:
-        cfg.namesrv_addr = namesrv_addr
-    cfg.validate()
-    return cfg
+    return with_options(config or ConsumerConfig(), group, namesrv_addr, options, "consumer")
 
 
 class ConsumerBase:

@@ -75,7 +75,7 @@ class ProcessQueue:
             if all(map(operator.lt, offsets, islice(offsets, 1, None))):
                 # The usual pulled batch: increasing offsets beyond everything held, so none of
                 # them is in the table or being consumed; add it with C-level loops.
-                self._msgs.update(zip(offsets, msgs))
+                self._msgs.update(zip(offsets, msgs, strict=False))  # equal lengths: no check on this path
                 self._order.extend(offsets)
                 self.msg_count += len(offsets)
                 self.msg_size += sum(map(len, map(_BODY, msgs)))
