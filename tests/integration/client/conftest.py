@@ -7,10 +7,8 @@ offset persistence happen in about a second instead of 20-30 s.
 
 from __future__ import annotations
 
-import asyncio
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,6 +16,9 @@ from typing import Any
 import pytest
 
 from tests.support.processes import ServerProcess, start_namesrv
+from tests.support.waiting import wait_until
+
+__all__ = ["FAST", "FAST_CONSUMER", "Cluster", "start_broker", "unique", "wait_until"]
 
 FAST: dict[str, Any] = {
     "poll_name_server_interval_ms": 1000,
@@ -84,10 +85,3 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 def unique(prefix: str) -> str:
     return f"{prefix}_{uuid.uuid4().hex[:8]}"
 
-
-async def wait_until(predicate: Callable[[], bool], timeout_s: float, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-        await asyncio.sleep(0.02)
