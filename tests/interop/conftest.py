@@ -11,7 +11,6 @@ import asyncio
 import json
 import subprocess
 import sys
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +20,7 @@ import pytest
 from apogee.admin import AdminClient
 from apogee.common.constants import parse_delay_levels
 from apogee.errors import NoRouteError
+from tests.support.names import unique
 from tests.support.processes import ServerProcess, start_namesrv
 from tests.support.waiting import wait_until
 
@@ -86,9 +86,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         broker.close()
         namesrv.close()
 
-
-def unique(prefix: str) -> str:
-    return f"{prefix}_{uuid.uuid4().hex[:8]}"
 
 
 class CppRun:

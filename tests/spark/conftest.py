@@ -22,6 +22,7 @@ from apogee.client.sync import SyncProducer
 from apogee.common.message import Message, MessageQueue
 from apogee.spark import runtime
 from apogee.spark.broker import Cluster
+from tests.support.names import unique
 from tests.support.processes import ServerProcess, start_namesrv
 
 BROKER = "broker-s"
@@ -141,9 +142,6 @@ def spark() -> Iterator[Any]:
     finally:
         session.stop()
 
-
-def unique(prefix: str) -> str:
-    return f"{prefix}_{uuid.uuid4().hex[:8]}"
 
 
 def read(spark: Any, ns: str, **options: Any) -> Any:  # noqa: D103

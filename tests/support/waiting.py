@@ -88,7 +88,9 @@ async def holds_for(
         await asyncio.sleep(interval_s)
 
 
-def block_holds_for(predicate: Callable[[], object], window_s: float, what: str = "condition", *, interval_s: float = 0.1) -> None:
+def block_holds_for(
+    predicate: Callable[[], object], window_s: float, what: str = "condition", *, interval_s: float = 0.1
+) -> None:
     """``holds_for`` for code outside an event loop."""
     deadline = time.monotonic() + window_s
     while True:

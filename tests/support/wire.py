@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import time
 
-from apogee.common.message_codec import decode_records, properties_to_string
+import orjson
+
 from apogee.common.message import MessageExt
+from apogee.common.message_codec import decode_records, properties_to_string
 from apogee.remoting.client import RemotingClient
 from apogee.remoting.codes import RequestCode
 from apogee.remoting.command import RemotingCommand
 from apogee.remoting.headers.pull import FLAG_SUBSCRIPTION, FLAG_SUSPEND, PullMessageRequestHeader
 from apogee.remoting.headers.send import SendMessageRequestHeaderV2
+from tests.support.waiting import wait_until
 
 
 def send_request(
@@ -81,17 +84,25 @@ async def pull_all(client: RemotingClient, addr: str, topic: str, queues: int = 
     return messages
 
 
-async def wait_dispatched(client: RemotingClient, addr: str, topic: str, queue_id: int, count: int, timeout_s: float = 5) -> None:
+async def wait_dispatched(
+    client: RemotingClient, addr: str, topic: str, queue_id: int, count: int, timeout_s: float = 5
+) -> None:
     """Wait until the queue's max offset reaches ``count`` (the dispatcher has caught up)."""
-    import asyncio
 
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_s
-    while True:
+    async def reached() -> bool:
         req = RemotingCommand.request(RequestCode.GET_MAX_OFFSET, {"topic": topic, "queueId": str(queue_id)})
         resp = await client.invoke(addr, req, 5000)
-        if resp.code == 0 and int((resp.ext_fields or {}).get("offset", "0")) >= count:
-            return
-        if loop.time() > deadline:
-            raise AssertionError(f"{topic}:{queue_id} did not reach offset {count}")
-        await asyncio.sleep(0.01)
+        return resp.code == 0 and int((resp.ext_fields or {}).get("offset", "0")) >= count
+
+    await wait_until(reached, timeout_s, f"{topic}:{queue_id} to reach offset {count}", interval_s=0.01)
+
+
+async def wait_caught_up(client: RemotingClient, addr: str, timeout_s: float = 10) -> None:
+    """Wait until the broker has dispatched everything it stored (queues and key index),
+    so a pull or a query sees every message acknowledged before this call."""
+
+    async def caught_up() -> bool:
+        resp = await client.invoke(addr, RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO), 5000)
+        return resp.code == 0 and orjson.loads(resp.body_bytes())["table"]["dispatchBehindBytes"] == "0"
+
+    await wait_until(caught_up, timeout_s, f"{addr} to dispatch what it stored", interval_s=0.01)

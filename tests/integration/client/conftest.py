@@ -7,7 +7,6 @@ offset persistence happen in about a second instead of 20-30 s.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.names import unique
 from tests.support.processes import ServerProcess, start_namesrv
 from tests.support.waiting import wait_until
 
@@ -81,7 +81,4 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         broker.close()
         namesrv.close()
 
-
-def unique(prefix: str) -> str:
-    return f"{prefix}_{uuid.uuid4().hex[:8]}"
 
