@@ -105,9 +105,9 @@ async def test_unknown_then_commit_on_check(cluster) -> None:
     topic = await make_topic(broker, "TxLater")
     listener = Listener(LocalTransactionState.UNKNOW, check=LocalTransactionState.COMMIT_MESSAGE)
     group = unique("TxGroup")
-    async with TransactionProducer(group, namesrv.addr, listener=listener, heartbeat_broker_interval_ms=500) as producer:
+    async with TransactionProducer(group, namesrv.addr, listener=listener, heartbeat_broker_interval_ms=500) as prod:
         sent = time.monotonic()
-        await producer.send_message_in_transaction(Message(topic, b"decided-by-check"))
+        await prod.send_message_in_transaction(Message(topic, b"decided-by-check"))
         assert await visible(broker, topic) == [b"seed"]
         await wait_until(lambda: visible_at_least(2, broker, topic), 10, "the commit decided by the check")
         elapsed = time.monotonic() - sent
@@ -126,8 +126,8 @@ async def test_listener_exception_leaves_it_to_the_check(cluster) -> None:
 
     listener = Boom(None, check=LocalTransactionState.ROLLBACK_MESSAGE)
     group = unique("TxGroup")
-    async with TransactionProducer(group, namesrv.addr, listener=listener, heartbeat_broker_interval_ms=500) as producer:
-        result = await producer.send_message_in_transaction(Message(topic, b"x"))
+    async with TransactionProducer(group, namesrv.addr, listener=listener, heartbeat_broker_interval_ms=500) as prod:
+        result = await prod.send_message_in_transaction(Message(topic, b"x"))
         assert result.local_state is LocalTransactionState.UNKNOW
         await wait_until(lambda: listener.checked, 10, "the check-back")
     assert await visible(broker, topic) == [b"seed"]
