@@ -31,6 +31,7 @@ from apogee.remoting.headers.send import SendMessageRequestHeader, SendMessageRe
 from apogee.remoting.server import RequestDispatcher
 from tests.support.names import unique
 from tests.support.processes import ServerProcess, start_namesrv
+from tests.support.waiting import next_millisecond, now_ms, wait_until
 from tests.support.wire import pull_all, pull_request, send_request, wait_dispatched
 
 T = 5000
@@ -315,11 +316,9 @@ async def test_send_back_goes_to_retry_then_dlq(broker: ServerProcess) -> None:
         resp = await client.invoke(broker.addr, RemotingCommand.request(RequestCode.CONSUMER_SEND_MSG_BACK, back), T)
         assert resp.code == 0, resp.remark
         # Delay level 1 (1 s): it reaches %RETRY%GR afterwards, with the retry bookkeeping.
-        deadline = time.monotonic() + 10
-        retried = []
-        while not retried and time.monotonic() < deadline:
-            retried = await pull_all(client, broker.addr, "%RETRY%GR", queues=1, group="GR")
-            await asyncio.sleep(0.2)
+        retried = await wait_until(
+            lambda: pull_all(client, broker.addr, "%RETRY%GR", queues=1, group="GR"), 10, "the retry message"
+        )
         (msg,) = retried
         assert msg.body == b"fails" and msg.reconsume_times == 1
         assert msg.properties["RETRY_TOPIC"] == "R" and msg.properties["ORIGIN_MESSAGE_ID"]
@@ -423,9 +422,8 @@ async def test_reset_offset_by_time_sets_offsets_and_tells_live_consumers(broker
     try:
         for i in range(3):
             await admin.invoke(broker.addr, send_request("Rw", f"old{i}".encode()), T)
-        await asyncio.sleep(0.05)
-        middle = int(time.time() * 1000)
-        await asyncio.sleep(0.05)
+        middle = next_millisecond(now_ms())  # after every "old" was stored
+        next_millisecond(middle)  # every "new" is stored after it
         for i in range(2):
             await admin.invoke(broker.addr, send_request("Rw", f"new{i}".encode()), T)
         await wait_dispatched(admin, broker.addr, "Rw", 0, 5)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,8 +21,9 @@ from apogee.client.sync import SyncProducer
 from apogee.common.message import Message, MessageQueue
 from apogee.spark import runtime
 from apogee.spark.broker import Cluster
-from tests.support.names import unique
+from tests.support.names import unique as unique  # re-exported: the tests import it from here
 from tests.support.processes import ServerProcess, start_namesrv
+from tests.support.waiting import block_until
 
 BROKER = "broker-s"
 BROKER_CONF = (
@@ -106,17 +106,14 @@ class Apogee:
 
 def wait_for_queues(namesrv: str, topic: str, queues: int, timeout_s: float = 15) -> None:
     cluster = Cluster(runtime.runtime().api, namesrv)
-    deadline = time.monotonic() + timeout_s
-    while True:
+
+    def routed() -> bool:
         try:
-            found = runtime.run(cluster.queues([topic]), 10)
-            if len(found) >= queues:
-                return
+            return len(runtime.run(cluster.queues([topic]), 10)) >= queues
         except Exception:
-            pass
-        if time.monotonic() > deadline:
-            raise AssertionError(f"topic {topic} has no route with {queues} queues after {timeout_s} s")
-        time.sleep(0.1)
+            return False  # no route yet
+
+    block_until(routed, timeout_s, f"a route for {topic} with {queues} queues", interval_s=0.05)
 
 
 @pytest.fixture(scope="session")

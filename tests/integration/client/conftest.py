@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from tests.support.names import unique
+from tests.support.names import unique as unique  # re-exported: the tests import it from here
 from tests.support.processes import ServerProcess, start_namesrv
-from tests.support.waiting import wait_until
+from tests.support.waiting import wait_until as wait_until  # re-exported, as unique
 
 __all__ = ["FAST", "FAST_CONSUMER", "Cluster", "start_broker", "unique", "wait_until"]
 
