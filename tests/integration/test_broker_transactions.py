@@ -18,8 +18,8 @@ from apogee.remoting.headers.send import CheckTransactionStateRequestHeader, End
 from apogee.remoting.server import RequestDispatcher
 from tests.integration.test_broker import SMALL_COMMITLOG, start_broker
 from tests.support.processes import ServerProcess, start_namesrv
-from tests.support.waiting import holds_for, wait_until
-from tests.support.wire import pull_request, send_request, wait_caught_up
+from tests.support.waiting import wait_until
+from tests.support.wire import pull_request, send_request, wait_caught_up, wait_checked_past
 
 T = 5000
 FAST_CHECKS = "transactionCheckInterval=300\ntransactionTimeOut=800\ntransactionCheckMax=3\n"
@@ -122,8 +122,9 @@ async def test_unknown_is_checked_back_and_committed(tmp_path: Path, namesrv: Se
         assert await visible(producer.client, broker.addr, "TxCheck", 300) == []
         assert await visible(producer.client, broker.addr, "TxCheck", 5000) == [b"decided-later"]
         assert len(producer.checks) == 1
-        # Further passes (every 300 ms) find the op: no second check, no duplicate.
-        await holds_for(lambda: len(producer.checks) == 1, 1.5, "a single check-back")
+        # A later pass finds the op: no second check, no duplicate.
+        await wait_checked_past(producer.client, broker.addr)
+        assert len(producer.checks) == 1
         assert await visible(producer.client, broker.addr, "TxCheck", 300) == [b"decided-later"]
     finally:
         await producer.client.close()
@@ -152,8 +153,9 @@ async def test_pending_half_survives_a_restart_and_is_delivered_once(tmp_path: P
             lambda: at_least(2, visible(second.client, broker.addr, "TxCheck", 500)), 15, "the pending half committed"
         )
         assert sorted(got) == [b"decided-before", b"pending"]
-        # Further check passes (every 300 ms) find both decided: nothing more, no second check.
-        await holds_for(lambda: len(second.checks) == 1, 1.0, "a single check-back")
+        # A later check pass finds both decided: nothing more, no second check.
+        await wait_checked_past(second.client, broker.addr)
+        assert len(second.checks) == 1
         assert sorted(await visible(second.client, broker.addr, "TxCheck", 300)) == [b"decided-before", b"pending"]
         await second.client.close()
     finally:

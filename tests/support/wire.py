@@ -106,3 +106,24 @@ async def wait_caught_up(client: RemotingClient, addr: str, timeout_s: float = 1
         return resp.code == 0 and orjson.loads(resp.body_bytes())["table"]["dispatchBehindBytes"] == "0"
 
     await wait_until(caught_up, timeout_s, f"{addr} to dispatch what it stored", interval_s=0.01)
+
+
+HALF_TOPIC, TRANS_GROUP = "RMQ_SYS_TRANS_HALF_TOPIC", "CID_RMQ_SYS_TRANS"
+
+
+async def wait_checked_past(client: RemotingClient, addr: str, timeout_s: float = 15) -> None:
+    """Wait until the broker's transaction check has passed every half message stored before
+    this call.  RocketMQ keeps the check's progress as the offset of the internal group
+    CID_RMQ_SYS_TRANS in RMQ_SYS_TRANS_HALF_TOPIC queue 0, and a pass stops at the first half
+    it cannot settle: once the progress reaches today's end, every earlier half was found
+    decided (or checked back and re-queued), so a decided one can produce nothing more."""
+    head = {"topic": HALF_TOPIC, "queueId": "0"}
+    resp = await client.invoke(addr, RemotingCommand.request(RequestCode.GET_MAX_OFFSET, head), 5000)
+    end = int((resp.ext_fields or {}).get("offset", "0")) if resp.code == 0 else 0
+
+    async def passed() -> bool:
+        query = {"consumerGroup": TRANS_GROUP, **head}
+        resp = await client.invoke(addr, RemotingCommand.request(RequestCode.QUERY_CONSUMER_OFFSET, query), 5000)
+        return resp.code == 0 and int((resp.ext_fields or {}).get("offset", "-1")) >= end
+
+    await wait_until(passed, timeout_s, f"the transaction check to pass half offset {end}", interval_s=0.05)
