@@ -73,7 +73,7 @@ async def test_commit_makes_it_visible_once_and_rollback_never(tmp_path: Path, n
         assert (await client.invoke(broker.addr, end_request(rolled, 12), T)).code == 0
         # A repeated decision is harmless: nothing is written twice.
         assert (await client.invoke(broker.addr, end_request(committed, 8), T)).code == 0
-        await wait_caught_up(client, broker.addr)
+        await wait_caught_up(broker.addr)
         assert await visible(client, broker.addr, "Tx") == [b"plain", b"commit-me"]
         wrong = end_request(committed, 8, group="OtherGroup")
         resp = await client.invoke(broker.addr, wrong, T)
@@ -123,7 +123,7 @@ async def test_unknown_is_checked_back_and_committed(tmp_path: Path, namesrv: Se
         assert await visible(producer.client, broker.addr, "TxCheck", 5000) == [b"decided-later"]
         assert len(producer.checks) == 1
         # A later pass finds the op: no second check, no duplicate.
-        await wait_checked_past(producer.client, broker.addr)
+        await wait_checked_past(broker.addr)
         assert len(producer.checks) == 1
         assert await visible(producer.client, broker.addr, "TxCheck", 300) == [b"decided-later"]
     finally:
@@ -154,7 +154,7 @@ async def test_pending_half_survives_a_restart_and_is_delivered_once(tmp_path: P
         )
         assert sorted(got) == [b"decided-before", b"pending"]
         # A later check pass finds both decided: nothing more, no second check.
-        await wait_checked_past(second.client, broker.addr)
+        await wait_checked_past(broker.addr)
         assert len(second.checks) == 1
         assert sorted(await visible(second.client, broker.addr, "TxCheck", 300)) == [b"decided-before", b"pending"]
         await second.client.close()

@@ -13,7 +13,6 @@ import pytest
 from apogee.admin import AdminClient
 from apogee.client import ConsumeResult, Message, Producer, PushConsumer
 from apogee.common.java_hash import java_string_hash
-from apogee.remoting.client import RemotingClient
 from tests.integration.test_broker import start_broker
 from tests.support.processes import ServerProcess, start_namesrv
 from tests.support.waiting import holds_for, next_millisecond, now_ms, wait_until
@@ -30,14 +29,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerPr
     yield namesrv, broker
     broker.close()
     namesrv.close()
-
-
-async def caught_up(broker: ServerProcess) -> None:
-    client = RemotingClient()
-    try:
-        await wait_caught_up(client, broker.addr)
-    finally:
-        await client.close()
 
 
 async def all_committed(admin: AdminClient, group: str, topic: str) -> bool:
@@ -62,7 +53,7 @@ async def test_query_by_key_among_100000_with_hash_collisions(cluster) -> None:
             await producer.send_batch(batch)
         aa = await producer.send(Message(topic, b"the Aa one", properties={"KEYS": "order-Aa"}))
         await producer.send(Message(topic, b"the BB one", properties={"KEYS": "order-BB"}))
-    await caught_up(broker)  # dispatch builds the index behind the sends
+    await wait_caught_up(broker.addr)  # dispatch builds the index behind the sends
     async with AdminClient(namesrv.addr) as admin:
         found = await admin.query_by_key(topic, "order-Aa")
         assert [f.message.body for f in found] == [b"the Aa one"]
@@ -90,7 +81,7 @@ async def test_query_by_key_respects_the_time_range(cluster) -> None:
                 await producer.send(Message(topic, f"p{phase}-{i}".encode(), properties={"KEYS": "shared"}))
             mark = next_millisecond(now_ms())  # ... and before the next one
         marks.append(next_millisecond(mark))
-    await caught_up(broker)
+    await wait_caught_up(broker.addr)
     async with AdminClient(namesrv.addr) as admin:
         middle = await admin.query_by_key(topic, "shared", begin_ms=marks[1], end_ms=marks[2])
         assert sorted(f.message.body for f in middle) == [b"p1-0", b"p1-1", b"p1-2"]

@@ -14,7 +14,6 @@ import pyarrow as pa
 import pytest
 from pyspark.sql.types import BinaryType, StructField, StructType
 
-from apogee.remoting.client import RemotingClient
 from apogee.spark import runtime
 from apogee.spark.broker import Cluster
 from apogee.spark.options import parse_sink_options
@@ -103,14 +102,6 @@ def halves(ns: str, topic: str, query: str, batch: int, task: str, payloads: lis
     return TxnCommit(0, count, task=task, halves=sent, query_id=query, batch_id=batch)
 
 
-async def checked_past(addr: str) -> None:
-    client = RemotingClient()
-    try:
-        await wait_checked_past(client, addr)
-    finally:
-        await client.close()
-
-
 def test_replays_roll_back_and_check_backs_decide_orphans(spark: Any, apogee_cluster: Apogee) -> None:
     ns = apogee_cluster.ns
     topic = apogee_cluster.create_topic(unique("Txn"), 2)
@@ -136,7 +127,7 @@ def test_replays_roll_back_and_check_backs_decide_orphans(spark: Any, apogee_clu
     assert wait_bodies(spark, ns, topic, [b"a", b"b", b"c"]) == [b"a", b"b", b"c"]
     # The check passes every half stored by now once more (t4 rolled back, t5 asked again and
     # still unknown): nothing else becomes visible.
-    asyncio.run(checked_past(apogee_cluster.broker.addr))
+    asyncio.run(wait_checked_past(apogee_cluster.broker.addr))
     assert bodies(spark, ns, topic) == [b"a", b"b", b"c"]
     assert record.decide(2, "t5") == 0 and record.decide(1, "t4") == 12 and record.decide(1, "t3") == 8
     assert record.decide(0, "t1") == 12  # ended: a half still asked about is a stale copy

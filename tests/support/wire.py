@@ -6,7 +6,9 @@ itself; the native client has tests of its own.
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import AsyncIterator
 
 import orjson
 
@@ -97,33 +99,45 @@ async def wait_dispatched(
     await wait_until(reached, timeout_s, f"{topic}:{queue_id} to reach offset {count}", interval_s=0.01)
 
 
-async def wait_caught_up(client: RemotingClient, addr: str, timeout_s: float = 10) -> None:
+async def wait_caught_up(addr: str, timeout_s: float = 10) -> None:
     """Wait until the broker has dispatched everything it stored (queues and key index),
     so a pull or a query sees every message acknowledged before this call."""
 
-    async def caught_up() -> bool:
+    async def caught_up(client: RemotingClient) -> bool:
         resp = await client.invoke(addr, RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO), 5000)
         return resp.code == 0 and orjson.loads(resp.body_bytes())["table"]["dispatchBehindBytes"] == "0"
 
-    await wait_until(caught_up, timeout_s, f"{addr} to dispatch what it stored", interval_s=0.01)
+    async with _client() as client:
+        await wait_until(lambda: caught_up(client), timeout_s, f"{addr} to dispatch what it stored", interval_s=0.01)
 
 
 HALF_TOPIC, TRANS_GROUP = "RMQ_SYS_TRANS_HALF_TOPIC", "CID_RMQ_SYS_TRANS"
 
 
-async def wait_checked_past(client: RemotingClient, addr: str, timeout_s: float = 15) -> None:
+async def wait_checked_past(addr: str, timeout_s: float = 15) -> None:
     """Wait until the broker's transaction check has passed every half message stored before
     this call.  RocketMQ keeps the check's progress as the offset of the internal group
     CID_RMQ_SYS_TRANS in RMQ_SYS_TRANS_HALF_TOPIC queue 0, and a pass stops at the first half
     it cannot settle: once the progress reaches today's end, every earlier half was found
     decided (or checked back and re-queued), so a decided one can produce nothing more."""
     head = {"topic": HALF_TOPIC, "queueId": "0"}
-    resp = await client.invoke(addr, RemotingCommand.request(RequestCode.GET_MAX_OFFSET, head), 5000)
-    end = int((resp.ext_fields or {}).get("offset", "0")) if resp.code == 0 else 0
 
-    async def passed() -> bool:
+    async def passed(client: RemotingClient, end: int) -> bool:
         query = {"consumerGroup": TRANS_GROUP, **head}
         resp = await client.invoke(addr, RemotingCommand.request(RequestCode.QUERY_CONSUMER_OFFSET, query), 5000)
         return resp.code == 0 and int((resp.ext_fields or {}).get("offset", "-1")) >= end
 
-    await wait_until(passed, timeout_s, f"the transaction check to pass half offset {end}", interval_s=0.05)
+    async with _client() as client:
+        resp = await client.invoke(addr, RemotingCommand.request(RequestCode.GET_MAX_OFFSET, head), 5000)
+        end = int((resp.ext_fields or {}).get("offset", "0")) if resp.code == 0 else 0
+        what = f"the transaction check to pass half offset {end}"
+        await wait_until(lambda: passed(client, end), timeout_s, what, interval_s=0.05)
+
+
+@contextlib.asynccontextmanager
+async def _client() -> AsyncIterator[RemotingClient]:
+    client = RemotingClient()
+    try:
+        yield client
+    finally:
+        await client.close()
