@@ -7,6 +7,8 @@ CommitLog files and fast transaction check-backs.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import sys
 import uuid
@@ -24,6 +26,7 @@ from apogee.spark.broker import Cluster
 from tests.support.names import unique as unique  # re-exported: the tests import it from here
 from tests.support.processes import ServerProcess, start_namesrv
 from tests.support.waiting import block_until
+from tests.support.wire import wait_cluster_caught_up
 
 BROKER = "broker-s"
 BROKER_CONF = (
@@ -87,7 +90,8 @@ class Apogee:
         body: Any = None,
         broker: str = BROKER,
     ) -> list[Message]:
-        """``per_queue`` messages in each queue, queue by queue, with keys, tags and a property."""
+        """``per_queue`` messages in each queue, queue by queue, with keys, tags and a property;
+        returns once the brokers have made them readable."""
         sent = []
         with self.producer() as producer:
             for q in range(queues):
@@ -101,6 +105,7 @@ class Apogee:
                 for start in range(0, len(batch), 256):
                     producer.send_batch(batch[start : start + 256], queue=MessageQueue(topic, broker, q))
                 sent.extend(batch)
+        asyncio.run(wait_cluster_caught_up(self.ns))
         return sent
 
 
@@ -141,7 +146,12 @@ def spark() -> Iterator[Any]:
 
 
 
-def read(spark: Any, ns: str, **options: Any) -> Any:  # noqa: D103
+def read(spark: Any, ns: str, **options: Any) -> Any:
+    """A batch read of what the brokers hold once they have dispatched every message they
+    acknowledged (a read right after a send could otherwise miss the last ones).  A NameServer
+    that does not answer has nothing to wait for: the read itself reports it."""
+    with contextlib.suppress(ConnectionError):
+        asyncio.run(wait_cluster_caught_up(ns))
     reader = spark.read.format("apogee").option("namesrv", ns)
     for key, value in options.items():
         reader = reader.option(key, value)

@@ -14,6 +14,7 @@ import orjson
 
 from apogee.common.message import MessageExt
 from apogee.common.message_codec import decode_records, properties_to_string
+from apogee.remoting.bodies.route import decode_cluster_info
 from apogee.remoting.client import RemotingClient
 from apogee.remoting.codes import RequestCode
 from apogee.remoting.command import RemotingCommand
@@ -109,6 +110,18 @@ async def wait_caught_up(addr: str, timeout_s: float = 10) -> None:
 
     async with _client() as client:
         await wait_until(lambda: caught_up(client), timeout_s, f"{addr} to dispatch what it stored", interval_s=0.01)
+
+
+async def wait_cluster_caught_up(namesrv_addr: str, timeout_s: float = 10) -> None:
+    """``wait_caught_up`` for every broker the NameServer knows: a broker acknowledges a send
+    once it is in the CommitLog and makes it readable just after, so a test that reads back
+    what it sent waits for this first."""
+    async with _client() as client:
+        req = RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO)
+        brokers, _ = decode_cluster_info((await client.invoke(namesrv_addr, req, 5000)).body_bytes())
+    for broker in brokers.values():
+        for addr in broker.broker_addrs.values():
+            await wait_caught_up(addr, timeout_s)
 
 
 HALF_TOPIC, TRANS_GROUP = "RMQ_SYS_TRANS_HALF_TOPIC", "CID_RMQ_SYS_TRANS"
