@@ -35,9 +35,12 @@ install: $(STAMP)
 interop: $(INTEROP_STAMP)
 
 # APOGEE_REQUIRE_NATIVE: a C extension that failed to build fails the run instead of being
-# silently replaced by the pure-Python path.
+# silently replaced by the pure-Python path.  Two pytest-xdist workers: most of a test's time
+# is spent waiting on servers, JVMs and the C++ client, so two run side by side on 2 cores.
+# One worker runs the Spark tests with the one Spark session, the other the rest, a module at
+# a time, longest first (tests/conftest.py; no reorder by size).
 test: $(STAMP) $(INTEROP_STAMP)
-	APOGEE_REQUIRE_NATIVE=1 $(PY) -m pytest
+	APOGEE_REQUIRE_NATIVE=1 $(PY) -m pytest -n 2 --dist loadscope --no-loadscope-reorder
 
 # The C extension built with AddressSanitizer and UndefinedBehaviorSanitizer (into
 # build/native-asan, apart from the normal install's in-place build), then the native tests and

@@ -3,8 +3,7 @@ of issue 6; the client's TransactionProducer has tests of its own)."""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
 from pathlib import Path
 
 import pytest
@@ -17,12 +16,15 @@ from apogee.remoting.codes import RequestCode, ResponseCode
 from apogee.remoting.command import RemotingCommand
 from apogee.remoting.headers.send import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
 from apogee.remoting.server import RequestDispatcher
-from tests.integration.test_broker import start_broker
+from tests.integration.test_broker import SMALL_COMMITLOG, start_broker
 from tests.support.processes import ServerProcess, start_namesrv
-from tests.support.wire import pull_request, send_request
+from tests.support.waiting import wait_until
+from tests.support.wire import pull_request, send_request, wait_caught_up, wait_checked_past
 
 T = 5000
 FAST_CHECKS = "transactionCheckInterval=300\ntransactionTimeOut=800\ntransactionCheckMax=3\n"
+# Where no assertion watches the first 800 ms, halves are checked back sooner still.
+FASTER_CHECKS = "transactionCheckInterval=200\ntransactionTimeOut=300\ntransactionCheckMax=3\n"
 
 
 @pytest.fixture
@@ -48,6 +50,11 @@ def end_request(resp: RemotingCommand, decision: int, group: str = "PG", from_ch
     return RemotingCommand.request(RequestCode.END_TRANSACTION, header.encode())
 
 
+async def at_least(n: int, bodies: Awaitable[list[bytes]]) -> list[bytes] | None:
+    got = await bodies
+    return got if len(got) >= n else None
+
+
 async def visible(client: RemotingClient, addr: str, topic: str, wait_ms: int = 1500) -> list[bytes]:
     resp = await client.invoke(addr, pull_request(topic, 0, 0, suspend_ms=wait_ms), wait_ms + 3000)
     return [m.body for m in decode_records(resp.body_bytes())] if resp.code == 0 else []
@@ -66,7 +73,7 @@ async def test_commit_makes_it_visible_once_and_rollback_never(tmp_path: Path, n
         assert (await client.invoke(broker.addr, end_request(rolled, 12), T)).code == 0
         # A repeated decision is harmless: nothing is written twice.
         assert (await client.invoke(broker.addr, end_request(committed, 8), T)).code == 0
-        await asyncio.sleep(0.5)
+        await wait_caught_up(broker.addr)
         assert await visible(client, broker.addr, "Tx") == [b"plain", b"commit-me"]
         wrong = end_request(committed, 8, group="OtherGroup")
         resp = await client.invoke(broker.addr, wrong, T)
@@ -115,7 +122,8 @@ async def test_unknown_is_checked_back_and_committed(tmp_path: Path, namesrv: Se
         assert await visible(producer.client, broker.addr, "TxCheck", 300) == []
         assert await visible(producer.client, broker.addr, "TxCheck", 5000) == [b"decided-later"]
         assert len(producer.checks) == 1
-        await asyncio.sleep(1.5)  # further passes find the op: no second check, no duplicate
+        # A later pass finds the op: no second check, no duplicate.
+        await wait_checked_past(broker.addr)
         assert len(producer.checks) == 1
         assert await visible(producer.client, broker.addr, "TxCheck", 300) == [b"decided-later"]
     finally:
@@ -125,7 +133,7 @@ async def test_unknown_is_checked_back_and_committed(tmp_path: Path, namesrv: Se
 
 async def test_pending_half_survives_a_restart_and_is_delivered_once(tmp_path: Path, namesrv: ServerProcess) -> None:
     store = tmp_path / "s"
-    conf = "transactionCheckInterval=300\ntransactionTimeOut=3000\n"
+    conf = SMALL_COMMITLOG + "transactionCheckInterval=300\ntransactionTimeOut=1000\n"
     broker = start_broker(namesrv.addr, store, conf)
     first = Producer(decision=0)
     try:
@@ -141,16 +149,14 @@ async def test_pending_half_survives_a_restart_and_is_delivered_once(tmp_path: P
         # The original producer is gone; a new producer of the same group answers the check.
         second = Producer(decision=8)
         await second.join(broker.addr)
-        got: list[bytes] = []
-        for _ in range(60):
-            got = await visible(second.client, broker.addr, "TxCheck", 500)
-            if len(got) >= 2:
-                break
-            await asyncio.sleep(0.2)
+        got = await wait_until(
+            lambda: at_least(2, visible(second.client, broker.addr, "TxCheck", 500)), 15, "the pending half committed"
+        )
         assert sorted(got) == [b"decided-before", b"pending"]
-        await asyncio.sleep(1.0)
-        assert sorted(await visible(second.client, broker.addr, "TxCheck", 300)) == [b"decided-before", b"pending"]
+        # A later check pass finds both decided: nothing more, no second check.
+        await wait_checked_past(broker.addr)
         assert len(second.checks) == 1
+        assert sorted(await visible(second.client, broker.addr, "TxCheck", 300)) == [b"decided-before", b"pending"]
         await second.client.close()
     finally:
         await first.client.close()
@@ -158,17 +164,17 @@ async def test_pending_half_survives_a_restart_and_is_delivered_once(tmp_path: P
 
 
 async def test_undecided_half_is_discarded_after_the_check_limit(tmp_path: Path, namesrv: ServerProcess) -> None:
-    broker = start_broker(namesrv.addr, tmp_path / "s", FAST_CHECKS)
+    broker = start_broker(namesrv.addr, tmp_path / "s", FASTER_CHECKS)
     producer = Producer(decision=0)  # always "unknown"
     try:
         await producer.join(broker.addr)
         await producer.client.invoke(broker.addr, half_request("TxCheck", b"never-decided"), T)
-        for _ in range(100):
-            await asyncio.sleep(0.1)
+
+        async def discarded() -> RemotingCommand | None:
             resp = await producer.client.invoke(broker.addr, pull_request("TRANS_CHECK_MAX_TIME_TOPIC", 0, 0), T)
-            if resp.code == 0:
-                break
-        assert resp.code == 0
+            return resp if resp.code == 0 else None
+
+        resp = await wait_until(discarded, 10, "the half in TRANS_CHECK_MAX_TIME_TOPIC")
         assert [m.body for m in decode_records(resp.body_bytes())] == [b"never-decided"]
         assert len(producer.checks) == 3
         assert await visible(producer.client, broker.addr, "TxCheck", 300) == []

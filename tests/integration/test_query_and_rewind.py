@@ -7,7 +7,6 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -16,6 +15,8 @@ from apogee.client import ConsumeResult, Message, Producer, PushConsumer
 from apogee.common.java_hash import java_string_hash
 from tests.integration.test_broker import start_broker
 from tests.support.processes import ServerProcess, start_namesrv
+from tests.support.waiting import holds_for, next_millisecond, now_ms, wait_until
+from tests.support.wire import wait_caught_up
 
 CONF = "mappedFileSizeCommitLog=67108864\n"
 
@@ -28,6 +29,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerPr
     yield namesrv, broker
     broker.close()
     namesrv.close()
+
+
+async def all_committed(admin: AdminClient, group: str, topic: str) -> bool:
+    return all(p.lag == 0 for p in await admin.consumer_progress(group, topic))
 
 
 def apogee_admin(*args: str) -> subprocess.CompletedProcess[str]:
@@ -48,7 +53,7 @@ async def test_query_by_key_among_100000_with_hash_collisions(cluster) -> None:
             await producer.send_batch(batch)
         aa = await producer.send(Message(topic, b"the Aa one", properties={"KEYS": "order-Aa"}))
         await producer.send(Message(topic, b"the BB one", properties={"KEYS": "order-BB"}))
-    await asyncio.sleep(2)  # dispatch builds the index behind the sends
+    await wait_caught_up(broker.addr)  # dispatch builds the index behind the sends
     async with AdminClient(namesrv.addr) as admin:
         found = await admin.query_by_key(topic, "order-Aa")
         assert [f.message.body for f in found] == [b"the Aa one"]
@@ -68,14 +73,15 @@ async def test_query_by_key_respects_the_time_range(cluster) -> None:
     topic = "Timed"
     marks = []
     async with Producer("TimedProducer", namesrv.addr) as producer:
+        mark = now_ms()
         for phase in range(3):
-            marks.append(int(time.time() * 1000))
-            await asyncio.sleep(0.05)
+            marks.append(mark := next_millisecond(mark))
+            next_millisecond(mark)  # every message of the phase is stored after the mark
             for i in range(3):
                 await producer.send(Message(topic, f"p{phase}-{i}".encode(), properties={"KEYS": "shared"}))
-            await asyncio.sleep(0.05)
-        marks.append(int(time.time() * 1000))
-    await asyncio.sleep(0.5)
+            mark = next_millisecond(now_ms())  # ... and before the next one
+        marks.append(next_millisecond(mark))
+    await wait_caught_up(broker.addr)
     async with AdminClient(namesrv.addr) as admin:
         middle = await admin.query_by_key(topic, "shared", begin_ms=marks[1], end_ms=marks[2])
         assert sorted(f.message.body for f in middle) == [b"p1-0", b"p1-1", b"p1-2"]
@@ -117,19 +123,19 @@ async def test_rewind_re_consumes_exactly_the_later_messages_while_the_consumer_
         consumer.subscribe(topic, "*")
         async with consumer:
             await wait_for(6)
-            await asyncio.sleep(0.2)
-            middle = int(time.time() * 1000)
-            await asyncio.sleep(0.2)
+            middle = next_millisecond(now_ms())  # after every "before" was stored
+            next_millisecond(middle)  # every "after" is stored after the middle
             for i in range(4):
                 await producer.send(Message(topic, f"after-{i}".encode()))
             await wait_for(10)
-            await asyncio.sleep(1.0)  # offsets committed
+            async with AdminClient(namesrv.addr) as admin:
+                await wait_until(lambda: all_committed(admin, group, topic), 20, "the offsets of all 10 committed")
             assert sorted(received) == sorted([f"before-{i}".encode() for i in range(6)] + [f"after-{i}".encode() for i in range(4)])
             result = await asyncio.to_thread(
                 apogee_admin, "reset-offset-by-time", "-n", namesrv.addr, "-g", group, "-t", topic, "-s", str(middle)
             )
             assert result.returncode == 0, result.stderr
             await wait_for(14)
-            await asyncio.sleep(1.5)  # nothing else arrives
+            await holds_for(lambda: len(received) == 14, 1.5, "nothing else arrives")
             again = received[10:]
             assert sorted(again) == [f"after-{i}".encode() for i in range(4)]

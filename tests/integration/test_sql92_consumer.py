@@ -12,6 +12,7 @@ from apogee.client import ConsumeResult, LitePullConsumer, Message, Producer, Pu
 from apogee.errors import SubscriptionParseFailedError
 from tests.integration.test_broker import start_broker
 from tests.support.processes import ServerProcess, start_namesrv
+from tests.support.waiting import holds_for
 
 
 @pytest.fixture
@@ -43,7 +44,7 @@ async def test_push_consumer_receives_only_matching_messages(cluster) -> None:
     consumer.subscribe("SqlTopic", "amount >= 10 AND region = 'us' AND TAGS = 'paid'", expression_type="SQL92")
     async with consumer:
         await asyncio.wait_for(done.wait(), 20)
-        await asyncio.sleep(1.0)
+        await holds_for(lambda: len(got) == 4, 1.0, "no other message")
     assert sorted(got) == ["m10", "m20", "m30", "m40"]
 
 

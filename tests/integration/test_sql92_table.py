@@ -60,7 +60,10 @@ async def test_every_expression_matches_the_expected_messages_on_the_broker(brok
 async def test_malformed_expression_is_rejected_with_a_readable_message(broker: ServerProcess) -> None:
     client = RemotingClient()
     try:
-        resp = await client.invoke(broker.addr, pull_request(TOPIC, 0, 0, subscription="a > 1 AND (b = 2", expression_type="SQL92"), 5000)
+        topic = "Sql92Malformed"  # a topic of its own: the test does not depend on the one above
+        assert (await client.invoke(broker.addr, send_request(topic, b"x"), 5000)).code == 0
+        bad = pull_request(topic, 0, 0, subscription="a > 1 AND (b = 2", expression_type="SQL92")
+        resp = await client.invoke(broker.addr, bad, 5000)
         assert resp.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED
         assert "expected ')'" in resp.remark and "column" in resp.remark
     finally:

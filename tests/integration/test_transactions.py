@@ -16,16 +16,21 @@ from apogee.common.message import Message
 from apogee.common.message_codec import decode_records
 from apogee.remoting.client import RemotingClient
 from tests.integration.test_broker import start_broker
+from tests.support.names import unique
 from tests.support.processes import ServerProcess, start_namesrv
-from tests.support.wire import pull_request, send_request
+from tests.support.waiting import wait_until
+from tests.support.wire import pull_request, send_request, wait_checked_past
 
 CONF = "transactionCheckInterval=300\ntransactionTimeOut=1000\nmappedFileSizeCommitLog=67108864\n"
 
 
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[tuple[ServerProcess, ServerProcess]]:
-    namesrv = start_namesrv(tmp_path / "ns")
-    broker = start_broker(namesrv.addr, tmp_path / "store", CONF)
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerProcess, ServerProcess]]:
+    """One NameServer and broker for the module: each test has a producer group of its own
+    (a check-back goes to any producer of the half's group) and topics of its own."""
+    base = tmp_path_factory.mktemp("tx")
+    namesrv = start_namesrv(base / "ns")
+    broker = start_broker(namesrv.addr, base / "store", CONF)
     yield namesrv, broker
     broker.close()
     namesrv.close()
@@ -44,6 +49,10 @@ async def visible(broker: ServerProcess, topic: str, queues: int = 4) -> list[by
         await client.close()
 
 
+async def visible_is(expected: list[bytes], broker: ServerProcess, topic: str) -> bool:
+    return await visible(broker, topic) == expected
+
+
 class Listener:
     def __init__(self, decision: object, check: object = LocalTransactionState.COMMIT_MESSAGE) -> None:
         self.decision = decision
@@ -60,73 +69,76 @@ class Listener:
         return self.check
 
 
-async def make_topic(broker: ServerProcess, topic: str) -> None:
+async def make_topic(broker: ServerProcess, prefix: str) -> str:
+    """A new topic holding one message, b"seed"."""
+    topic = unique(prefix)
     client = RemotingClient()
     try:
         await client.invoke(broker.addr, send_request(topic, b"seed"), 5000)
     finally:
         await client.close()
+    return topic
+
+
+async def visible_at_least(n: int, broker: ServerProcess, topic: str) -> list[bytes] | None:
+    got = await visible(broker, topic)
+    return got if len(got) >= n else None
 
 
 async def test_commit_is_visible_once_and_rollback_never(cluster) -> None:
     namesrv, broker = cluster
-    await make_topic(broker, "TxOrders")
+    topic = await make_topic(broker, "TxOrders")
     committing = Listener(LocalTransactionState.COMMIT_MESSAGE)
-    async with TransactionProducer("TxGroup", namesrv.addr, listener=committing) as producer:
-        result = await producer.send_message_in_transaction(Message("TxOrders", b"paid"), arg=42)
+    async with TransactionProducer(unique("TxGroup"), namesrv.addr, listener=committing) as producer:
+        result = await producer.send_message_in_transaction(Message(topic, b"paid"), arg=42)
         assert result.local_state is LocalTransactionState.COMMIT_MESSAGE
         assert committing.executed == [(b"paid", 42)]
         producer.listener = Listener(LocalTransactionState.ROLLBACK_MESSAGE)
-        await producer.send_message_in_transaction(Message("TxOrders", b"cancelled"))
-    await asyncio.sleep(0.5)
-    assert await visible(broker, "TxOrders") == [b"paid", b"seed"]
-    await asyncio.sleep(2.0)  # check passes find both decided: nothing more appears
-    assert await visible(broker, "TxOrders") == [b"paid", b"seed"]
+        await producer.send_message_in_transaction(Message(topic, b"cancelled"))
+    assert await wait_until(lambda: visible_at_least(2, broker, topic), 10, "the commit") == [b"paid", b"seed"]
+    # The check passes both halves as decided: nothing more appears.
+    await wait_checked_past(broker.addr)
+    assert await visible(broker, topic) == [b"paid", b"seed"]
 
 
 async def test_unknown_then_commit_on_check(cluster) -> None:
     namesrv, broker = cluster
-    await make_topic(broker, "TxLater")
+    topic = await make_topic(broker, "TxLater")
     listener = Listener(LocalTransactionState.UNKNOW, check=LocalTransactionState.COMMIT_MESSAGE)
-    async with TransactionProducer("TxGroup", namesrv.addr, listener=listener, heartbeat_broker_interval_ms=500) as producer:
+    group = unique("TxGroup")
+    async with TransactionProducer(group, namesrv.addr, listener=listener, heartbeat_broker_interval_ms=500) as prod:
         sent = time.monotonic()
-        await producer.send_message_in_transaction(Message("TxLater", b"decided-by-check"))
-        assert await visible(broker, "TxLater") == [b"seed"]
-        for _ in range(50):
-            if b"decided-by-check" in await visible(broker, "TxLater"):
-                break
-            await asyncio.sleep(0.1)
+        await prod.send_message_in_transaction(Message(topic, b"decided-by-check"))
+        assert await visible(broker, topic) == [b"seed"]
+        await wait_until(lambda: visible_at_least(2, broker, topic), 10, "the commit decided by the check")
         elapsed = time.monotonic() - sent
-        assert await visible(broker, "TxLater") == [b"decided-by-check", b"seed"]
+        assert await visible(broker, topic) == [b"decided-by-check", b"seed"]
         assert 0.9 <= elapsed < 5, elapsed  # after the 1 s timeout, within a few check intervals
         assert len(listener.checked) == 1
 
 
 async def test_listener_exception_leaves_it_to_the_check(cluster) -> None:
     namesrv, broker = cluster
-    await make_topic(broker, "TxBoom")
+    topic = await make_topic(broker, "TxBoom")
 
     class Boom(Listener):
         def execute_local_transaction(self, msg, arg):
             raise RuntimeError("database down")
 
     listener = Boom(None, check=LocalTransactionState.ROLLBACK_MESSAGE)
-    async with TransactionProducer("TxGroup", namesrv.addr, listener=listener, heartbeat_broker_interval_ms=500) as producer:
-        result = await producer.send_message_in_transaction(Message("TxBoom", b"x"))
+    group = unique("TxGroup")
+    async with TransactionProducer(group, namesrv.addr, listener=listener, heartbeat_broker_interval_ms=500) as prod:
+        result = await prod.send_message_in_transaction(Message(topic, b"x"))
         assert result.local_state is LocalTransactionState.UNKNOW
-        for _ in range(50):
-            if listener.checked:
-                break
-            await asyncio.sleep(0.1)
-        assert listener.checked
-    assert await visible(broker, "TxBoom") == [b"seed"]
+        await wait_until(lambda: listener.checked, 10, "the check-back")
+    assert await visible(broker, topic) == [b"seed"]
 
 
 async def test_a_new_producer_answers_for_a_killed_one(cluster) -> None:
     namesrv, broker = cluster
-    await make_topic(broker, "TxOrphan")
+    topic, group = await make_topic(broker, "TxOrphan"), unique("TxGroup")
     proc = subprocess.Popen(
-        [sys.executable, str(Path(__file__).parent / "tx_producer_proc.py"), namesrv.addr, "TxOrphan"],
+        [sys.executable, str(Path(__file__).parent / "tx_producer_proc.py"), namesrv.addr, topic, group],
         stdout=subprocess.PIPE,
     )
     try:
@@ -135,12 +147,9 @@ async def test_a_new_producer_answers_for_a_killed_one(cluster) -> None:
         proc.kill()
         proc.wait()
         listener = Listener(LocalTransactionState.COMMIT_MESSAGE)
-        async with TransactionProducer("TxGroup", namesrv.addr, listener=listener, heartbeat_broker_interval_ms=300):
-            for _ in range(80):
-                if b"orphan" in await visible(broker, "TxOrphan"):
-                    break
-                await asyncio.sleep(0.1)
-        assert await visible(broker, "TxOrphan") == [b"orphan", b"seed"]
+        async with TransactionProducer(group, namesrv.addr, listener=listener, heartbeat_broker_interval_ms=300):
+            await wait_until(lambda: visible_at_least(2, broker, topic), 10, "the orphan committed")
+        assert await visible(broker, topic) == [b"orphan", b"seed"]
         assert len(listener.checked) == 1
     finally:
         if proc.poll() is None:
@@ -153,7 +162,7 @@ def test_sync_facade_commits(cluster) -> None:
     from apogee.client.sync import SyncTransactionProducer
 
     namesrv, broker = cluster
-    asyncio.run(make_topic(broker, "TxSync"))
+    topic = asyncio.run(make_topic(broker, "TxSync"))
     calls = []
 
     class Blocking:
@@ -164,8 +173,8 @@ def test_sync_facade_commits(cluster) -> None:
         def check_local_transaction(self, msg):
             return True
 
-    with SyncTransactionProducer("TxSyncGroup", namesrv.addr, listener=Blocking()) as producer:
-        result = producer.send_message_in_transaction(Message("TxSync", b"sync-commit"), arg="a")
+    with SyncTransactionProducer(unique("TxSyncGroup"), namesrv.addr, listener=Blocking()) as producer:
+        result = producer.send_message_in_transaction(Message(topic, b"sync-commit"), arg="a")
     assert result.local_state is LocalTransactionState.COMMIT_MESSAGE and calls == ["a"]
-    time.sleep(0.3)
-    assert asyncio.run(visible(broker, "TxSync")) == [b"seed", b"sync-commit"]
+    got = asyncio.run(wait_until(lambda: visible_at_least(2, broker, topic), 10, "the commit"))
+    assert got == [b"seed", b"sync-commit"]

@@ -20,11 +20,11 @@ class Hang:
         return None
 
 
-async def main(namesrv: str, topic: str) -> None:
-    producer = TransactionProducer("TxGroup", namesrv, listener=Hang(), heartbeat_broker_interval_ms=500)
+async def main(namesrv: str, topic: str, group: str) -> None:
+    producer = TransactionProducer(group, namesrv, listener=Hang(), heartbeat_broker_interval_ms=500)
     await producer.start()
     await producer.send_message_in_transaction(Message(topic, b"orphan"))
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1], sys.argv[2]))
+    asyncio.run(main(sys.argv[1], sys.argv[2], sys.argv[3]))

@@ -7,21 +7,37 @@ and report JSON lines.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from apogee.admin import AdminClient
+from apogee.common.constants import parse_delay_levels
+from apogee.errors import NoRouteError
+from tests.support.names import unique
 from tests.support.processes import ServerProcess, start_namesrv
+from tests.support.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 INTEROP_PYTHON = ROOT / ".venv-interop" / "bin" / "python"
 CPP_CLIENT = Path(__file__).parent / "clients" / "cpp_client.py"
+
+
+# Short delay levels (RocketMQ's default is "1s 5s 10s 30s 1m ..."): a retry (level 3 and up)
+# comes back in a second, and level 2 is still long enough to tell a delayed message from an
+# immediate one.  The same number of levels as the default, so no level is out of range.
+DELAY_LEVELS = "1s 2s " + " ".join(["1s"] * 16)
+
+
+def delay_ms(level: int) -> int:
+    """The delay of ``level`` on the interop broker (what the delay test asserts against)."""
+    return parse_delay_levels(DELAY_LEVELS)[level - 1]
 
 
 @dataclass
@@ -29,10 +45,30 @@ class Cluster:
     namesrv: ServerProcess
     broker: ServerProcess
 
+    def create_topic(self, topic: str, queues: int = 4) -> None:
+        """Create ``topic`` without putting a message in it; return once the NameServer routes it."""
+
+        async def create() -> None:
+            async with AdminClient(self.namesrv.addr) as admin:
+                await admin.update_topic(topic, self.broker.addr, queues)
+                await wait_until(lambda: routed(admin, topic), 10, f"a route for {topic}")
+
+        asyncio.run(create())
+
+
+async def routed(admin: AdminClient, topic: str) -> bool:
+    try:
+        return bool((await admin.route(topic)).queue_datas)
+    except NoRouteError:
+        return False
+
 
 def start_broker(namesrv_addr: str, store_dir: Path, *extra: str) -> ServerProcess:
+    conf = store_dir.parent / "broker.conf"
+    conf.parent.mkdir(parents=True, exist_ok=True)
+    conf.write_text(f"messageDelayLevel={DELAY_LEVELS}\n")
     return ServerProcess(
-        ["broker", "-n", namesrv_addr, "--listen", "127.0.0.1:0", "--store-dir", str(store_dir),
+        ["broker", "-n", namesrv_addr, "-c", str(conf), "--listen", "127.0.0.1:0", "--store-dir", str(store_dir),
          "--broker-ip", "127.0.0.1", *extra]
     ).start()
 
@@ -50,9 +86,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         broker.close()
         namesrv.close()
 
-
-def unique(prefix: str) -> str:
-    return f"{prefix}_{uuid.uuid4().hex[:8]}"
 
 
 class CppRun:
@@ -113,4 +146,4 @@ def sent(events: list[dict]) -> list[dict]:
     return [e for e in events if e.get("event") == "sent"]
 
 
-__all__ = ["Cluster", "cpp", "received", "sent", "unique", "sys"]
+__all__ = ["Cluster", "cpp", "delay_ms", "received", "sent", "unique", "sys"]

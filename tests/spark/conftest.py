@@ -7,9 +7,10 @@ CommitLog files and fast transaction check-backs.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,7 +23,10 @@ from apogee.client.sync import SyncProducer
 from apogee.common.message import Message, MessageQueue
 from apogee.spark import runtime
 from apogee.spark.broker import Cluster
+from tests.support.names import unique as unique  # re-exported: the tests import it from here
 from tests.support.processes import ServerProcess, start_namesrv
+from tests.support.waiting import block_until
+from tests.support.wire import wait_cluster_caught_up
 
 BROKER = "broker-s"
 BROKER_CONF = (
@@ -86,7 +90,8 @@ class Apogee:
         body: Any = None,
         broker: str = BROKER,
     ) -> list[Message]:
-        """``per_queue`` messages in each queue, queue by queue, with keys, tags and a property."""
+        """``per_queue`` messages in each queue, queue by queue, with keys, tags and a property;
+        returns once the brokers have made them readable."""
         sent = []
         with self.producer() as producer:
             for q in range(queues):
@@ -100,22 +105,20 @@ class Apogee:
                 for start in range(0, len(batch), 256):
                     producer.send_batch(batch[start : start + 256], queue=MessageQueue(topic, broker, q))
                 sent.extend(batch)
+        asyncio.run(wait_cluster_caught_up(self.ns))
         return sent
 
 
 def wait_for_queues(namesrv: str, topic: str, queues: int, timeout_s: float = 15) -> None:
     cluster = Cluster(runtime.runtime().api, namesrv)
-    deadline = time.monotonic() + timeout_s
-    while True:
+
+    def routed() -> bool:
         try:
-            found = runtime.run(cluster.queues([topic]), 10)
-            if len(found) >= queues:
-                return
+            return len(runtime.run(cluster.queues([topic]), 10)) >= queues
         except Exception:
-            pass
-        if time.monotonic() > deadline:
-            raise AssertionError(f"topic {topic} has no route with {queues} queues after {timeout_s} s")
-        time.sleep(0.1)
+            return False  # no route yet
+
+    block_until(routed, timeout_s, f"a route for {topic} with {queues} queues", interval_s=0.05)
 
 
 @pytest.fixture(scope="session")
@@ -142,11 +145,13 @@ def spark() -> Iterator[Any]:
         session.stop()
 
 
-def unique(prefix: str) -> str:
-    return f"{prefix}_{uuid.uuid4().hex[:8]}"
 
-
-def read(spark: Any, ns: str, **options: Any) -> Any:  # noqa: D103
+def read(spark: Any, ns: str, **options: Any) -> Any:
+    """A batch read of what the brokers hold once they have dispatched every message they
+    acknowledged (a read right after a send could otherwise miss the last ones).  A NameServer
+    that does not answer has nothing to wait for: the read itself reports it."""
+    with contextlib.suppress(ConnectionError):
+        asyncio.run(wait_cluster_caught_up(ns))
     reader = spark.read.format("apogee").option("namesrv", ns)
     for key, value in options.items():
         reader = reader.option(key, value)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import datetime
 import json
-import time
 from typing import Any
 
 import pytest
@@ -13,6 +12,7 @@ import pytest
 from apogee.common.message import Message, MessageQueue
 from apogee.spark import one_line
 from tests.spark.conftest import BROKER, Apogee, read, unique
+from tests.support.waiting import next_millisecond, now_ms
 
 pytestmark = pytest.mark.spark
 
@@ -65,20 +65,20 @@ def test_offsets_json_selects_slices(spark: Any, apogee_cluster: Apogee, orders:
 def test_timestamps_select_what_was_stored_between(spark: Any, apogee_cluster: Apogee) -> None:
     topic = apogee_cluster.create_topic(unique("Timed"), 4)
     with apogee_cluster.producer() as producer:
+        mark = now_ms()
         for phase in ("before", "during", "after"):
-            if phase != "before":
-                time.sleep(0.05)
-            mark = int(time.time() * 1000)
+            mark = next_millisecond(mark)  # after the previous phase was stored
             if phase == "during":
                 start_ms = mark
             if phase == "after":
                 end_ms = mark
-            time.sleep(0.05)
+            next_millisecond(mark)  # this phase is stored after the mark
             for q in range(4):
                 producer.send_batch(
                     [Message(topic, f"{phase}-{q}-{i}".encode()) for i in range(5)],
                     queue=MessageQueue(topic, BROKER, q),
                 )
+            mark = now_ms()
     rows = read(spark, apogee_cluster.ns, topic=topic, startingTimestamp=start_ms, endingTimestamp=end_ms).collect()
     assert sorted(r.body.decode() for r in rows) == sorted(f"during-{q}-{i}" for q in range(4) for i in range(5))
     iso = datetime.datetime.fromtimestamp(start_ms / 1000, datetime.UTC).isoformat()

@@ -3,7 +3,6 @@ progress, offsets committed to a consumer group."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pytest
@@ -13,6 +12,7 @@ from apogee.spark import runtime
 from apogee.spark.broker import Cluster
 from apogee.spark.offsets import QueueKey
 from tests.spark.conftest import BROKER, Apogee, unique, wait_for_queues
+from tests.support.waiting import block_until
 
 pytestmark = pytest.mark.spark
 
@@ -102,13 +102,9 @@ def test_new_queue_is_picked_up_and_group_offsets_committed(spark: Any, apogee_c
         assert sorted((r.queue_id, r.queue_offset) for r in rows) == sorted(
             [(q, i) for q in range(2) for i in range(10)] + [(1, i) for i in range(10, 15)] + [(3, i) for i in range(5)]
         )
-        deadline = time.monotonic() + 20
-        while True:  # commit() runs after the batch: poll the group's offsets on the broker
-            committed = group_offsets(apogee_cluster.ns, group, topic, 4)
-            if committed == {0: 10, 1: 15, 2: 0, 3: 5} or time.monotonic() > deadline:
-                break
-            time.sleep(0.3)
-        assert committed == {0: 10, 1: 15, 2: 0, 3: 5}
+        # commit() runs after the batch: poll the group's offsets on the broker.
+        expected = {0: 10, 1: 15, 2: 0, 3: 5}
+        block_until(lambda: group_offsets(apogee_cluster.ns, group, topic, 4) == expected, 20, f"offsets {expected}")
     finally:
         query.stop()
 
@@ -135,11 +131,7 @@ def test_starting_from_group_resumes_where_the_group_is(spark: Any, apogee_clust
 
 
 def wait_rows(spark: Any, table: str, n: int, timeout_s: float = 60) -> None:
-    deadline = time.monotonic() + timeout_s
-    while spark.table(table).count() < n:
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{table} has {spark.table(table).count()} rows, expected {n}")
-        time.sleep(0.3)
+    block_until(lambda: spark.table(table).count() >= n, timeout_s, f"{n} rows in {table}", interval_s=0.1)
 
 
 def group_offsets(ns: str, group: str, topic: str, queues: int) -> dict[int, int | None]:

@@ -3,14 +3,9 @@ rolled back, orphans decided by the check-back, and a driver killed mid-batch.""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-import os
-import random
 import signal
-import subprocess
-import sys
-import threading
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -19,7 +14,6 @@ import pyarrow as pa
 import pytest
 from pyspark.sql.types import BinaryType, StructField, StructType
 
-from apogee.common.message import Message, MessageQueue
 from apogee.spark import runtime
 from apogee.spark.broker import Cluster
 from apogee.spark.options import parse_sink_options
@@ -34,12 +28,15 @@ from apogee.spark.txn import (
     load_record,
 )
 from apogee.spark.writer import check_sink_schema, send_partition
-from tests.spark.conftest import BROKER, Apogee, read, unique
+from tests.spark.conftest import Apogee, read, unique
+from tests.spark.drivers import Driver, Feeder, batch_files
+from tests.spark.jobs import stream_to_topic
+from tests.support.waiting import block_until
+from tests.support.wire import wait_checked_past
 
 pytestmark = pytest.mark.spark
 
-JOB = Path(__file__).parent / "jobs" / "stream_to_topic.py"
-ROOT = Path(__file__).resolve().parents[2]
+JOB = "stream_to_topic.py"
 
 
 def bodies(spark: Any, ns: str, topic: str) -> list[bytes]:
@@ -47,12 +44,16 @@ def bodies(spark: Any, ns: str, topic: str) -> list[bytes]:
 
 
 def wait_bodies(spark: Any, ns: str, topic: str, expected: list[bytes], timeout_s: float = 30) -> list[bytes]:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        got = bodies(spark, ns, topic)
-        if got == sorted(expected) or time.monotonic() > deadline:
-            return got
-        time.sleep(0.5)
+    """The topic's bodies once they equal ``expected``, or as they are at the deadline."""
+    got: list[bytes] = []
+
+    def complete() -> bool:
+        got[:] = bodies(spark, ns, topic)
+        return got == sorted(expected)
+
+    with contextlib.suppress(AssertionError):
+        block_until(complete, timeout_s, f"the bodies of {topic}", interval_s=0.2)
+    return got
 
 
 def test_streaming_write_is_exactly_once_and_rows_survive(spark: Any, apogee_cluster: Apogee, tmp_path: Path) -> None:
@@ -124,47 +125,12 @@ def test_replays_roll_back_and_check_backs_decide_orphans(spark: Any, apogee_clu
     # A live driver registers the producer group; the broker checks the halves back.
     runtime.run(Resolver.ensure(opts))
     assert wait_bodies(spark, ns, topic, [b"a", b"b", b"c"]) == [b"a", b"b", b"c"]
-    time.sleep(3)  # more check rounds: nothing else becomes visible
+    # The check passes every half stored by now once more (t4 rolled back, t5 asked again and
+    # still unknown): nothing else becomes visible.
+    asyncio.run(wait_checked_past(apogee_cluster.broker.addr))
     assert bodies(spark, ns, topic) == [b"a", b"b", b"c"]
     assert record.decide(2, "t5") == 0 and record.decide(1, "t4") == 12 and record.decide(1, "t3") == 8
     assert record.decide(0, "t1") == 12  # ended: a half still asked about is a stale copy
-
-
-class Driver:
-    def __init__(self, log_dir: Path, *args: str) -> None:
-        self.log_path = log_dir / f"driver-{time.monotonic_ns()}.log"
-        self.log = open(self.log_path, "wb")  # noqa: SIM115
-        self.proc = subprocess.Popen(
-            [sys.executable, str(JOB), *args],
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
-            cwd=ROOT,
-            start_new_session=True,
-            env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"},
-        )
-
-    def kill(self) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait()
-        self.log.close()
-
-    def wait(self, timeout: float) -> int:
-        try:
-            return self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.kill()  # never leave a Spark driver running behind a failed test
-            raise
-        finally:
-            self.log.close()
-
-    def tail(self) -> str:
-        return self.log_path.read_text(errors="replace")[-4000:]
-
-
-def batch_files(checkpoint: Path, kind: str) -> set[int]:
-    d = checkpoint / kind
-    return {int(p.name) for p in d.iterdir() if p.name.isdigit()} if d.exists() else set()
 
 
 @pytest.mark.crash
@@ -175,47 +141,31 @@ def test_driver_killed_mid_batch_and_after_the_sink_commit_writes_once(
     source = apogee_cluster.create_topic(unique("KillIn"), 4)
     target = apogee_cluster.create_topic(unique("KillOut"), 4)
     checkpoint = tmp_path / "checkpoint"
-    sent = {"n": 0}
-    stop = threading.Event()
-
-    def produce() -> None:
-        rng = random.Random(3)
-        with apogee_cluster.producer() as producer:
-            while not stop.is_set():
-                batch = [Message(source, f"e-{sent['n'] + i}".encode()) for i in range(20)]
-                producer.send_batch(batch, queue=MessageQueue(source, BROKER, rng.randrange(4)))
-                sent["n"] += len(batch)
-                time.sleep(0.03)
-
-    thread = threading.Thread(target=produce, daemon=True)
-    thread.start()
     args = (ns, source, target, str(checkpoint))
-    try:
+    with Feeder(apogee_cluster, source, checkpoint, prefix="e", chunk=20, queues=4, seed=3) as feeder:
         # 1. Killed while a batch is in flight (planned in the offset log, not yet committed).
-        first = Driver(tmp_path, *args, "processing")
+        first = Driver(JOB, tmp_path, *args, "processing")
         try:
-            deadline = time.monotonic() + 120
-            while True:
+
+            def in_flight() -> bool:
+                assert first.alive(), first.tail()
                 offsets, commits = batch_files(checkpoint, "offsets"), batch_files(checkpoint, "commits")
-                if len(commits) >= 2 and offsets - commits:
-                    break
-                assert first.proc.poll() is None, first.tail()
-                assert time.monotonic() < deadline, first.tail()
-                time.sleep(0.005)
+                return len(commits) >= 2 and bool(offsets - commits)
+
+            block_until(in_flight, 120, "a batch in flight after two commits", interval_s=0.005)
         finally:
             first.kill()
         # 2. Killed by the sink right after it recorded the next batch as committed, before it
         #    committed the batch's half messages (the replay must not write them twice).
         doomed = max(batch_files(checkpoint, "offsets")) + 1
-        second = Driver(tmp_path, *args, "processing", f"after-record:{doomed}")
+        second = Driver(JOB, tmp_path, *args, "processing", f"after-record:{doomed}")
         assert second.wait(120) == -signal.SIGKILL, second.tail()
-    finally:
-        stop.set()
-        thread.join(10)
-    # 3. Restart and run to the end of the source.
-    final = Driver(tmp_path, *args, "availableNow")
-    assert final.wait(180) == 0, final.tail()
-    expected = sorted(f"e-{i}".encode() for i in range(sent["n"]))
+    # 3. Restart and run to the end of the source (in this process's session: a third JVM
+    #    would only add its start-up).
+    final = stream_to_topic.start(spark, *args, "availableNow")
+    final.awaitTermination(180)
+    assert final.exception() is None, final.exception()
+    expected = sorted(f"e-{i}".encode() for i in range(feeder.sent))
     # Halves orphaned by the kills are decided by check-backs, answered by a live driver of the
     # sink's producer group (the restarted query's, or as here any other one).
     runtime.run(Resolver.ensure(sink(ns, target)[0]))

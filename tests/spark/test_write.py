@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pytest
 
 from apogee.spark import one_line
 from tests.spark.conftest import Apogee, read, unique
+from tests.support.waiting import block_until
 
 pytestmark = pytest.mark.spark
 
@@ -68,11 +68,12 @@ def test_explicit_queue_and_delay_level(spark: Any, apogee_cluster: Apogee) -> N
     df.write.format("apogee").option("namesrv", apogee_cluster.ns).option("topic", topic).mode("append").save()
     back = read(spark, apogee_cluster.ns, topic=topic).collect()
     assert all(int(r.body.decode()[1:]) % 4 == r.queue_id for r in back if r.body != b"late")
-    deadline = time.monotonic() + 10  # delay level 1 = 1 s
-    while not any(r.body == b"late" for r in back) and time.monotonic() < deadline:
-        time.sleep(0.5)
-        back = read(spark, apogee_cluster.ns, topic=topic).collect()
-    assert [r.queue_id for r in back if r.body == b"late"] == [2]
+
+    def late_arrived() -> list[Any]:
+        back[:] = read(spark, apogee_cluster.ns, topic=topic).collect()
+        return [r.queue_id for r in back if r.body == b"late"]
+
+    assert block_until(late_arrived, 10, "the delayed row (level 1: 1 s)", interval_s=0.2) == [2]
 
 
 def test_sink_schema_errors_are_one_line(spark: Any, apogee_cluster: Apogee) -> None:

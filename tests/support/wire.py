@@ -7,19 +7,23 @@ itself; the native client has tests of its own.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import struct
 import time
+from collections.abc import AsyncIterator
 
 import orjson
 
 from apogee.common.message import MessageExt
 from apogee.common.message_codec import decode_records, properties_to_string
+from apogee.remoting.bodies.route import decode_cluster_info
 from apogee.remoting.client import RemotingClient
 from apogee.remoting.codec import FrameDecoder
 from apogee.remoting.codes import RequestCode
 from apogee.remoting.command import RemotingCommand
 from apogee.remoting.headers.pull import FLAG_SUBSCRIPTION, FLAG_SUSPEND, PullMessageRequestHeader
 from apogee.remoting.headers.send import SendMessageRequestHeaderV2
+from tests.support.waiting import wait_until
 
 
 def send_request(
@@ -90,16 +94,69 @@ async def wait_dispatched(
     client: RemotingClient, addr: str, topic: str, queue_id: int, count: int, timeout_s: float = 5
 ) -> None:
     """Wait until the queue's max offset reaches ``count`` (the dispatcher has caught up)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_s
-    while True:
+
+    async def reached() -> bool:
         req = RemotingCommand.request(RequestCode.GET_MAX_OFFSET, {"topic": topic, "queueId": str(queue_id)})
         resp = await client.invoke(addr, req, 5000)
-        if resp.code == 0 and int((resp.ext_fields or {}).get("offset", "0")) >= count:
-            return
-        if loop.time() > deadline:
-            raise AssertionError(f"{topic}:{queue_id} did not reach offset {count}")
-        await asyncio.sleep(0.01)
+        return resp.code == 0 and int((resp.ext_fields or {}).get("offset", "0")) >= count
+
+    await wait_until(reached, timeout_s, f"{topic}:{queue_id} to reach offset {count}", interval_s=0.01)
+
+
+async def wait_caught_up(addr: str, timeout_s: float = 10) -> None:
+    """Wait until the broker has dispatched everything it stored (queues and key index),
+    so a pull or a query sees every message acknowledged before this call."""
+
+    async def caught_up(client: RemotingClient) -> bool:
+        resp = await client.invoke(addr, RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO), 5000)
+        return resp.code == 0 and orjson.loads(resp.body_bytes())["table"]["dispatchBehindBytes"] == "0"
+
+    async with _client() as client:
+        await wait_until(lambda: caught_up(client), timeout_s, f"{addr} to dispatch what it stored", interval_s=0.01)
+
+
+async def wait_cluster_caught_up(namesrv_addr: str, timeout_s: float = 10) -> None:
+    """``wait_caught_up`` for every broker the NameServer knows: a broker acknowledges a send
+    once it is in the CommitLog and makes it readable just after, so a test that reads back
+    what it sent waits for this first."""
+    async with _client() as client:
+        req = RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO)
+        brokers, _ = decode_cluster_info((await client.invoke(namesrv_addr, req, 5000)).body_bytes())
+    for broker in brokers.values():
+        for addr in broker.broker_addrs.values():
+            await wait_caught_up(addr, timeout_s)
+
+
+HALF_TOPIC, TRANS_GROUP = "RMQ_SYS_TRANS_HALF_TOPIC", "CID_RMQ_SYS_TRANS"
+
+
+async def wait_checked_past(addr: str, timeout_s: float = 15) -> None:
+    """Wait until the broker's transaction check has passed every half message stored before
+    this call.  RocketMQ keeps the check's progress as the offset of the internal group
+    CID_RMQ_SYS_TRANS in RMQ_SYS_TRANS_HALF_TOPIC queue 0, and a pass stops at the first half
+    it cannot settle: once the progress reaches today's end, every earlier half was found
+    decided (or checked back and re-queued), so a decided one can produce nothing more."""
+    head = {"topic": HALF_TOPIC, "queueId": "0"}
+
+    async def passed(client: RemotingClient, end: int) -> bool:
+        query = {"consumerGroup": TRANS_GROUP, **head}
+        resp = await client.invoke(addr, RemotingCommand.request(RequestCode.QUERY_CONSUMER_OFFSET, query), 5000)
+        return resp.code == 0 and int((resp.ext_fields or {}).get("offset", "-1")) >= end
+
+    async with _client() as client:
+        resp = await client.invoke(addr, RemotingCommand.request(RequestCode.GET_MAX_OFFSET, head), 5000)
+        end = int((resp.ext_fields or {}).get("offset", "0")) if resp.code == 0 else 0
+        what = f"the transaction check to pass half offset {end}"
+        await wait_until(lambda: passed(client, end), timeout_s, what, interval_s=0.05)
+
+
+@contextlib.asynccontextmanager
+async def _client() -> AsyncIterator[RemotingClient]:
+    client = RemotingClient()
+    try:
+        yield client
+    finally:
+        await client.close()
 
 
 def raw_frame(code: int, ext_fields: dict[str, object], body: bytes = b"") -> bytes:

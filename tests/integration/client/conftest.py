@@ -7,17 +7,18 @@ offset persistence happen in about a second instead of 20-30 s.
 
 from __future__ import annotations
 
-import asyncio
-import time
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.support.names import unique as unique  # re-exported: the tests import it from here
 from tests.support.processes import ServerProcess, start_namesrv
+from tests.support.waiting import wait_until as wait_until  # re-exported, as unique
+
+__all__ = ["FAST", "FAST_CONSUMER", "Cluster", "start_broker", "unique", "wait_until"]
 
 FAST: dict[str, Any] = {
     "poll_name_server_interval_ms": 1000,
@@ -81,13 +82,3 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         namesrv.close()
 
 
-def unique(prefix: str) -> str:
-    return f"{prefix}_{uuid.uuid4().hex[:8]}"
-
-
-async def wait_until(predicate: Callable[[], bool], timeout_s: float, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-        await asyncio.sleep(0.02)

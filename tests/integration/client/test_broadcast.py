@@ -8,6 +8,7 @@ from pathlib import Path
 
 from apogee.client import ConsumeContext, Message, MessageExt, MessageModel, Producer, PushConsumer
 from tests.integration.client.conftest import FAST, FAST_CONSUMER, Cluster, unique, wait_until
+from tests.support.waiting import holds_for
 
 
 async def test_everyone_gets_everything_and_restart_resumes_locally(cluster: Cluster, tmp_path: Path) -> None:
@@ -59,7 +60,8 @@ async def test_everyone_gets_everything_and_restart_resumes_locally(cluster: Clu
         b2 = make("b")
         await b2.start()
         await wait_until(lambda: len(seen["b"]) >= len(b_before) + 50, 20, "b resumed")
-        await asyncio.sleep(0.5)
+        counts = (len(seen["a"]), len(seen["b"]))
+        await holds_for(lambda: (len(seen["a"]), len(seen["b"])) == counts, 0.5, "no message repeated")
         await a.shutdown()
         await b2.shutdown()
     a_ids = sorted(i for i in seen["a"] if i >= 0)

@@ -9,6 +9,7 @@ import collections
 
 from apogee.client import ConsumeContext, ConsumeResult, Message, MessageExt, Producer, PushConsumer, SelectByHash
 from tests.integration.client.conftest import FAST, FAST_CONSUMER, Cluster, unique, wait_until
+from tests.support.waiting import holds_for
 
 KEYS = 50
 PER_KEY = 200
@@ -54,7 +55,8 @@ async def test_per_key_order_survives_a_consumer_restart(cluster: Cluster) -> No
         consumers.append(replacement)
         await asyncio.gather(*senders)
         await wait_until(lambda: len([e for e in log if e[0] != "none"]) >= KEYS * PER_KEY, 90, "all consumed")
-        await asyncio.sleep(0.5)
+        logged = len(log)
+        await holds_for(lambda: len(log) == logged, 0.5, "no late redelivery")
         for c in consumers:
             await c.shutdown()
     per_key: dict[str, list[int]] = collections.defaultdict(list)

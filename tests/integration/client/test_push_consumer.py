@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 
 from apogee.client import (
     ConsumeContext,
@@ -20,6 +19,7 @@ from apogee.client import (
 )
 from apogee.common import constants as c
 from tests.integration.client.conftest import FAST, FAST_CONSUMER, Cluster, unique, wait_until
+from tests.support.waiting import holds_for, next_millisecond, now_ms
 
 
 async def produce(cluster: Cluster, topic: str, n: int, tags: list[str] | None = None, start: int = 0) -> None:
@@ -68,7 +68,7 @@ async def test_async_listener_and_tag_expression(cluster: Cluster) -> None:
     consumer.subscribe(topic, "TagA || TagB")
     async with consumer:
         await wait_until(lambda: len(got) >= 60, 20, "60 tagged messages")
-        await asyncio.sleep(0.5)
+        await holds_for(lambda: len(got) == 60, 0.5, "no other tag, no duplicate")
     assert len(got) == 60 and {m.tags for m in got} == {"TagA", "TagB"}
 
 
@@ -95,23 +95,27 @@ async def test_reconsume_later_goes_through_the_retry_topic_then_the_dlq(cluster
     consumer.subscribe(topic)
     async with consumer:
         await wait_until(lambda: len(deliveries.get(2, [])) >= 3 and len(deliveries.get(1, [])) >= 2, 30, "retries")
-        await asyncio.sleep(1.5)
+        counts = {i: len(d) for i, d in deliveries.items()}
+        await holds_for(lambda: {i: len(d) for i, d in deliveries.items()} == counts, 1.5, "no further delivery")
     assert deliveries[0] == [0]
     assert deliveries[1] == [0, 1]
     assert deliveries[2] == [0, 1, 2]  # then the broker moved it to the DLQ
     assert topics_seen == {topic}  # retry messages are shown with their original topic
     async with PullConsumer(unique("dlq_reader"), cluster.ns, **FAST) as reader:
         dlq = c.dlq_topic(group)
-        found: list[MessageExt] = []
-        deadline = time.monotonic() + 10
-        while not found and time.monotonic() < deadline:
+
+        async def dead_letters() -> list[MessageExt]:
+            found: list[MessageExt] = []
             try:
                 for mq in await reader.fetch_message_queues(dlq):
                     result = await reader.pull(mq, "*", 0, 32)
                     if result.status is PullStatus.FOUND:
                         found += result.messages
             except Exception:
-                await asyncio.sleep(0.3)
+                return []  # no route for the DLQ topic yet
+            return found
+
+        found = await wait_until(dead_letters, 10, f"a message in {dlq}", interval_s=0.3)
         assert [m.properties["i"] for m in found] == ["2"]
         assert found[0].properties[c.PROPERTY_RETRY_TOPIC] == topic
 
@@ -134,7 +138,7 @@ async def test_graceful_shutdown_commits_so_a_restart_redelivers_nothing(cluster
     second.subscribe(topic)
     async with second:
         await wait_until(lambda: len(got) >= 150, 20, "next 50")
-        await asyncio.sleep(0.5)
+        await holds_for(lambda: len(got) == 150, 0.5, "no duplicate")
     assert sorted(got) == list(range(150))  # no duplicates across the restart
 
 
@@ -159,9 +163,8 @@ async def test_consume_from_where_for_new_groups(cluster: Cluster) -> None:
 async def test_broker_timestamp_start_skips_older_messages(cluster: Cluster) -> None:
     topic = unique("T_ts")
     await produce(cluster, topic, 10)
-    await asyncio.sleep(0.3)
-    cut = int(time.time() * 1000)
-    await asyncio.sleep(0.05)
+    cut = next_millisecond(now_ms())  # after the 10 were stored
+    next_millisecond(cut)  # the 5 are stored after it
     await produce(cluster, topic, 5, start=10)
     async with PullConsumer(unique("G"), cluster.ns, **FAST) as consumer:
         newer = 0

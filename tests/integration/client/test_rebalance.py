@@ -10,6 +10,7 @@ import time
 
 from apogee.client import ConsumeContext, Message, MessageExt, Producer, PushConsumer
 from tests.integration.client.conftest import FAST, Cluster, unique, wait_until
+from tests.support.waiting import holds_for
 
 QUEUES = 8
 TOTAL = 3000
@@ -75,7 +76,8 @@ async def test_queues_move_to_the_remaining_consumers_without_loss(cluster: Clus
         takeover_s = time.monotonic() - stopped_at
         await sender
         await wait_until(lambda: set(sent) <= set(received), 30, "every message consumed")
-        await asyncio.sleep(0.5)
+        total = sum(received.values())
+        await holds_for(lambda: sum(received.values()) == total, 0.5, "no late redelivery")
         for c in consumers:
             await c.shutdown()
     missing = set(sent) - set(received)

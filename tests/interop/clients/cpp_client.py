@@ -28,9 +28,16 @@ CONSUME_SUCCESS = 0
 RECONSUME_LATER = 1
 
 
+_emit_lock = threading.Lock()
+
+
 def emit(**fields: object) -> None:
-    sys.stdout.write(json.dumps(fields) + "\n")
-    sys.stdout.flush()
+    """One JSON line on stdout; the C++ client calls listeners on several threads, and a
+    long line written by two threads at once would interleave."""
+    line = json.dumps(fields) + "\n"
+    with _emit_lock:
+        sys.stdout.write(line)
+        sys.stdout.flush()
 
 
 def message_fields(msg) -> dict:

@@ -4,6 +4,7 @@
 
 FAULT (optional) is ``after-record:<batch>``: the sink kills this driver (SIGKILL on its
 process group) right after recording that batch as committed, before committing its halves.
+``start`` runs the same query in a session the caller already has.
 """
 
 from __future__ import annotations
@@ -11,17 +12,13 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from apogee.spark import local_session
 
 
-def main() -> None:
-    namesrv, source, target, checkpoint, trigger = sys.argv[1:6]
-    if len(sys.argv) > 6:
-        os.environ["APOGEE_SPARK_FAULT"] = f"{sys.argv[6]}:{os.getpgid(0)}"
-    # Spark's scratch space next to the checkpoint: a SIGKILLed driver leaves it in the test's tmp dir.
-    local_dir = str(Path(checkpoint).parent / "spark-local")
-    spark = local_session("stream-to-topic", **{"spark.local.dir": local_dir})
+def start(spark: Any, namesrv: str, source: str, target: str, checkpoint: str, trigger: str) -> Any:
+    """Start the copy on ``spark`` (a test restarts it in its own session this way)."""
     df = (
         spark.readStream.format("apogee")
         .option("namesrv", namesrv)
@@ -45,7 +42,17 @@ def main() -> None:
         if trigger == "availableNow"
         else writer.trigger(processingTime="200 milliseconds")
     )
-    query = writer.start()
+    return writer.start()
+
+
+def main() -> None:
+    namesrv, source, target, checkpoint, trigger = sys.argv[1:6]
+    if len(sys.argv) > 6:
+        os.environ["APOGEE_SPARK_FAULT"] = f"{sys.argv[6]}:{os.getpgid(0)}"
+    # Spark's scratch space next to the checkpoint: a SIGKILLed driver leaves it in the test's tmp dir.
+    local_dir = str(Path(checkpoint).parent / "spark-local")
+    spark = local_session("stream-to-topic", **{"spark.local.dir": local_dir})
+    query = start(spark, namesrv, source, target, checkpoint, trigger)
     print("started", flush=True)
     query.awaitTermination()
     spark.stop()
