@@ -60,12 +60,13 @@ def received(sent: Placement, *, cluster: str, half: bool, max_delay_level: int)
     """A sent message as the broker stores it: ``WAIT`` dropped and ``CLUSTER`` added; a half
     message into the half topic (its delay waits for the commit), else a delayed one into
     the schedule topic."""
-    placed = to_half(sent) if half else sent
-    props = dict(placed.properties)
+    props = dict(sent.properties)  # the one copy: this is the full send path
+    placed = _into_half(sent, props) if half else Placement(sent.topic, sent.queue_id, props, sent.sysflag)
     props.pop(c.WAIT, None)
     props[c.CLUSTER] = cluster
-    placed = placed._replace(properties=props)
-    return placed if half else delayed(placed, max_delay_level)
+    if half or c.DELAY not in props:
+        return placed
+    return delayed(placed, max_delay_level)
 
 
 # --- delay levels -------------------------------------------------------------------------------
@@ -128,7 +129,11 @@ def _pop_real(props: dict[str, str]) -> tuple[str, int] | None:
 def to_half(sent: Placement) -> Placement:
     """A half message: into queue 0 of the half topic, its destination kept, no transaction
     type (so nothing treats it as decided)."""
-    props = dict(sent.properties)
+    return _into_half(sent, dict(sent.properties))
+
+
+def _into_half(sent: Placement, props: dict[str, str]) -> Placement:
+    """``to_half`` with ``props``, the caller's copy of the sent properties, changed in place."""
     props[c.REAL_TOPIC] = sent.topic
     props[c.REAL_QID] = str(sent.queue_id)
     sysflag = c.reset_transaction_type(sent.sysflag, c.TRANSACTION_NOT_TYPE)
