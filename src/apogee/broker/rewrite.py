@@ -7,7 +7,7 @@ back in their properties:
   in ``REAL_TOPIC``/``REAL_QID``, until the schedule service delivers it (``delayed``,
   ``due``);
 * a transaction's half message waits in ``RMQ_SYS_TRANS_HALF_TOPIC`` queue 0 the same way
-  until its producer commits it (``half``, ``committed``), is re-put with
+  until its producer commits it (``to_half``, ``committed``), is re-put with
   ``TRANSACTION_CHECK_TIMES`` at each check-back (``checked``) and discarded to
   ``TRANS_CHECK_MAX_TIME_TOPIC`` after the last (``discarded``);
 * a message a consumer hands back goes to its group's ``%RETRY%`` topic with a delay, or to
@@ -16,6 +16,24 @@ back in their properties:
 Every rewrite is here, once, used by the send processor, the schedule service and the
 transaction service.  Pure: properties in, a new ``Placement`` out; the input is never
 changed, and no I/O (the callers look records up, create topics and put messages).
+
+The properties a consumer receives are Apache RocketMQ 4.9.8's (read from its
+SendMessageProcessor, CommitLog.asyncPutMessage, ScheduleMessageService.messageTimeup,
+TransactionalMessageBridge, EndTransactionProcessor and TransactionalMessageServiceImpl).
+RocketMQ builds the stored properties string at one point of each path and changes the
+message's property map after it, so what a consumer sees is what the map held then:
+
+* a delayed message is delivered with ``DELAY``, ``REAL_TOPIC``, ``REAL_QID`` and the
+  ``WAIT`` its producer sent (the send drops ``WAIT`` only where it does not rebuild the
+  string: a plain send);
+* a message handed back carries ``RETRY_TOPIC``, ``WAIT=false``, ``DELAY`` (``0`` in the
+  DLQ) and ``ORIGIN_MESSAGE_ID``, the offset message id of the first message (store host
+  and CommitLog offset), and ``REAL_TOPIC=%RETRY%group``/``REAL_QID`` from its delay;
+* a committed message keeps what its half message held: ``TRAN_MSG=true``, ``REAL_TOPIC``,
+  ``REAL_QID``, ``WAIT``, and ``TRANSACTION_CHECK_TIMES`` once it was checked back.
+
+The order of the properties is insertion order here; RocketMQ writes its HashMap's order,
+which no client depends on (every client reads them into a map).
 """
 
 from __future__ import annotations
@@ -57,16 +75,20 @@ def is_half(properties: Mapping[str, str], sysflag: int) -> bool:
 
 
 def received(sent: Placement, *, cluster: str, half: bool, max_delay_level: int) -> Placement:
-    """A sent message as the broker stores it: ``WAIT`` dropped and ``CLUSTER`` added; a half
-    message into the half topic (its delay waits for the commit), else a delayed one into
-    the schedule topic."""
+    """A sent message as the broker stores it: ``CLUSTER`` added; a half message into the
+    half topic (its delay waits for the commit), a delayed one into the schedule topic, both
+    with their ``WAIT``; a plain one without ``WAIT``."""
     props = dict(sent.properties)  # the one copy: this is the full send path
-    placed = _into_half(sent, props) if half else Placement(sent.topic, sent.queue_id, props, sent.sysflag)
-    props.pop(c.WAIT, None)
     props[c.CLUSTER] = cluster
-    if half or c.DELAY not in props:
-        return placed
-    return delayed(placed, max_delay_level)
+    if half:
+        return _into_half(sent, props)
+    placed = Placement(sent.topic, sent.queue_id, props, sent.sysflag)
+    if c.DELAY in props:
+        scheduled = delayed(placed, max_delay_level)
+        if scheduled is not placed:
+            return scheduled
+    props.pop(c.WAIT, None)  # RocketMQ drops it where it does not rebuild the properties later
+    return placed
 
 
 # --- delay levels -------------------------------------------------------------------------------
@@ -85,14 +107,11 @@ def delay_level(properties: Mapping[str, str]) -> int:
 
 def delayed(placed: Placement, max_delay_level: int) -> Placement:
     """Into the schedule topic when the message asks for a delay (a level above the highest
-    is the highest) and is not part of an undecided transaction; else unchanged."""
+    is the highest) and is not part of an undecided transaction; else unchanged (the same
+    object)."""
     level = delay_level(placed.properties)
     if level <= 0 or c.transaction_type(placed.sysflag) not in _DELAYABLE:
         return placed
-    return _to_schedule(placed, level, max_delay_level)
-
-
-def _to_schedule(placed: Placement, level: int, max_delay_level: int) -> Placement:
     level = min(level, max_delay_level)
     props = dict(placed.properties)
     props[c.DELAY] = str(level)
@@ -102,19 +121,19 @@ def _to_schedule(placed: Placement, level: int, max_delay_level: int) -> Placeme
 
 
 def due(scheduled: Placement) -> Placement | None:
-    """A delayed message, due: back to its real topic and queue.  None when it does not say
-    where that is."""
-    props = dict(scheduled.properties)
-    real = _pop_real(props)
+    """A delayed message, due: back to its real topic and queue with every property it
+    waited with (``DELAY``, ``REAL_TOPIC``, ``REAL_QID`` included).  None when it does not
+    say where to go."""
+    real = _real(scheduled.properties)
     if real is None:
         return None
-    props.pop(c.DELAY, None)
-    return Placement(real[0], real[1], props, scheduled.sysflag)
+    return Placement(real[0], real[1], dict(scheduled.properties), scheduled.sysflag)
 
 
-def _pop_real(props: dict[str, str]) -> tuple[str, int] | None:
-    topic = props.pop(c.REAL_TOPIC, None)
-    queue = props.pop(c.REAL_QID, None)
+def _real(props: Mapping[str, str]) -> tuple[str, int] | None:
+    """``REAL_TOPIC`` and ``REAL_QID``, when both are there and the queue is a number."""
+    topic = props.get(c.REAL_TOPIC)
+    queue = props.get(c.REAL_QID)
     if not topic or queue is None:
         return None
     try:
@@ -141,22 +160,31 @@ def _into_half(sent: Placement, props: dict[str, str]) -> Placement:
 
 
 def committed(half: Placement, max_delay_level: int) -> Placement | None:
-    """A committed half message: to its real topic and queue with the COMMIT type (and from
-    there into the schedule topic if it asks for a delay).  None when it does not say where."""
-    props = dict(half.properties)
-    real = _pop_real(props)
+    """A committed half message: to its real topic and queue with the COMMIT type and every
+    property of the half (``TRAN_MSG``, ``REAL_TOPIC``, ``REAL_QID``, ``WAIT``,
+    ``TRANSACTION_CHECK_TIMES``).  One that asks for a delay goes to the schedule topic
+    instead, without ``TRAN_MSG`` and with its ``REAL_TOPIC``/``REAL_QID`` written anew (as
+    RocketMQ's CommitLog sees the message's map after EndTransactionProcessor cleared them).
+    None when it does not say where to go."""
+    real = _real(half.properties)
     if real is None:
         return None
-    props.pop(c.TRAN_MSG, None)
-    props.pop(c.TRANSACTION_CHECK_TIMES, None)
     sysflag = c.reset_transaction_type(half.sysflag, c.TRANSACTION_COMMIT_TYPE)
+    if delay_level(half.properties) <= 0:
+        return Placement(real[0], real[1], dict(half.properties), sysflag)
+    props = dict(half.properties)
+    for name in (c.REAL_TOPIC, c.REAL_QID, c.TRAN_MSG):
+        props.pop(name, None)
     return delayed(Placement(real[0], real[1], props, sysflag), max_delay_level)
 
 
 def check_times(half: Placement) -> int:
-    """How many times the half message was checked back already."""
-    text = half.properties.get(c.TRANSACTION_CHECK_TIMES, "0") or "0"
-    return int(text)
+    """How many times the half message was checked back already (a count that is not a
+    number counts as none: one bad half must not stop the checks of all the others)."""
+    try:
+        return max(0, int(half.properties.get(c.TRANSACTION_CHECK_TIMES) or 0))
+    except ValueError:
+        return 0
 
 
 def checked(half: Placement, times: int) -> Placement:
@@ -193,24 +221,19 @@ def sent_back(
     max_delay_level: int,
 ) -> Placement:
     """A message a consumer of ``group`` hands back (``reconsume_times``: how often it was
-    consumed before): into the group's DLQ, or its retry topic after a delay (level 0: 3 +
-    reconsume times).  The first topic it was sent to stays in ``RETRY_TOPIC`` and its
-    first id in ``ORIGIN_MESSAGE_ID``."""
+    consumed before): into the group's DLQ with ``DELAY=0``, or its retry topic after a
+    delay (level 0: 3 + reconsume times), with ``WAIT=false``.  The first topic it was sent
+    to stays in ``RETRY_TOPIC``; ``ORIGIN_MESSAGE_ID`` keeps the first message's
+    ``origin_msg_id`` (its offset message id) across every retry."""
     props = dict(original.properties)
-    if c.RETRY_TOPIC not in props:
-        props[c.RETRY_TOPIC] = original.topic
-    props.pop(c.WAIT, None)
+    props.setdefault(c.RETRY_TOPIC, original.topic)
+    props[c.WAIT] = "false"
     if dlq:
         topic = c.dlq_topic(group)
-        delay = 0
+        props[c.DELAY] = "0"
     else:
         topic = c.retry_topic(group)
-        delay = delay_level or 3 + reconsume_times
-    if c.ORIGIN_MESSAGE_ID not in props:
+        props[c.DELAY] = str(delay_level or 3 + reconsume_times)
+    if not (props.get(c.ORIGIN_MESSAGE_ID) or "").strip():
         props[c.ORIGIN_MESSAGE_ID] = origin_msg_id
-    if delay > 0:
-        props[c.DELAY] = str(delay)
-    else:
-        props.pop(c.DELAY, None)
-    placed = Placement(topic, queue_id, props, original.sysflag)
-    return _to_schedule(placed, delay, max_delay_level) if delay > 0 else placed
+    return delayed(Placement(topic, queue_id, props, original.sysflag), max_delay_level)

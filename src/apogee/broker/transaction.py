@@ -296,7 +296,7 @@ class TransactionService:
             props.get(c.UNIQ_KEY), props.get(c.PGROUP), props.get(c.TRANSACTION_CHECK_TIMES),
             props.get(c.REAL_TOPIC),
         )
-        msg = reput(half, rewrite.discarded(rewrite.Placement.of(half)), self._address.store_host, reconsume_times=0)
+        msg = reput(half, rewrite.discarded(rewrite.Placement.of(half)), self._address.store_host)
         self._store.put_message_nowait(msg)
         self._put_op(half)
 

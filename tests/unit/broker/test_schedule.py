@@ -28,7 +28,10 @@ async def test_a_due_message_goes_back_to_its_topic_and_queue(tables: Tables) ->
     wait_s = await tables.schedule._deliver_due(1, 0)
     assert wait_s == 3600.0  # nothing more in the level: sleep until a new one arrives
     [real] = await tables.messages("T", 1)
-    assert real.body == b"now" and real.properties["TAGS"] == "A" and real.flag == scheduled.flag
+    assert real.body == b"now" and real.flag == scheduled.flag
+    # Delivered with what it waited with, as RocketMQ's messageTimeup: DELAY, REAL_TOPIC, REAL_QID, WAIT.
+    assert real.properties == scheduled.properties == {
+        "TAGS": "A", "DELAY": "1", "WAIT": "true", "CLUSTER": "UnitCluster", "REAL_TOPIC": "T", "REAL_QID": "1"}
     assert real.born_timestamp == scheduled.born_timestamp and real.store_host == tables.address.store_host
     assert tables.schedule.offsets == {1: 1} and tables.schedule.file.dirty
     assert orjson.loads(tables.schedule.encode()) == {"offsetTable": {"1": 1}}

@@ -49,7 +49,6 @@ from apogee.common.message_codec import (
     parse_properties,
     properties_to_string,
 )
-from apogee.common.message_id import create_offset_msg_id
 from apogee.common.validators import validate_group, validate_topic
 from apogee.remoting.bodies.route import TopicConfigData
 from apogee.remoting.codes import VERSION_V3_4_9, RequestCode, ResponseCode
@@ -544,9 +543,7 @@ class SendProcessor:
             queue_id=queue_id,
             delay_level=h.delay_level,
             reconsume_times=reconsume,
-            origin_msg_id=h.origin_msg_id or create_offset_msg_id(
-                original.store_host[0], original.store_host[1], original.commit_log_offset
-            ),
+            origin_msg_id=original.offset_msg_id,  # RocketMQ's msgExt.getMsgId(), not the header's
             max_delay_level=self._max_delay_level,
         )
         msg = reput(original, placed, self._address.store_host, reconsume_times=reconsume + 1)

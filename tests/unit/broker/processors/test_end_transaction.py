@@ -62,6 +62,9 @@ async def test_a_commit_puts_the_message_in_its_topic_once(tables: Tables) -> No
         assert answer.code == ResponseCode.SUCCESS
     [committed] = await tables.messages("T", 1)
     assert committed.body == b"tx" and committed.prepared_transaction_offset == half.commit_log_offset
+    assert committed.properties == half.properties == {  # what the half held, as RocketMQ
+        "TRAN_MSG": "true", "PGROUP": "pg", "UNIQ_KEY": "Utx", "CLUSTER": "UnitCluster", "REAL_TOPIC": "T",
+        "REAL_QID": "1"}
     assert c.transaction_type(committed.sys_flag) == c.TRANSACTION_COMMIT_TYPE
     assert len(await tables.messages(c.RMQ_SYS_TRANS_OP_HALF_TOPIC, 0)) == 1
 
@@ -133,7 +136,8 @@ async def test_an_old_undecided_half_is_checked_back_with_its_check_count(tables
                             end(copy, c.TRANSACTION_COMMIT_TYPE))
     assert answer.code == ResponseCode.SUCCESS
     [committed] = await tables.messages("T", 1)
-    assert committed.body == b"tx"
+    assert committed.body == b"tx" and committed.properties == copy.properties
+    assert committed.properties[c.TRANSACTION_CHECK_TIMES] == "1" and committed.properties[c.TRAN_MSG] == "true"
     assert transactions.check_once(later + 10_000) == 0  # decided: never checked again
 
 

@@ -125,7 +125,8 @@ async def test_a_delayed_send_waits_in_the_schedule_topic(tables: Tables) -> Non
     fields(await call(sender.send, connection(), v1_send("T", props={"DELAY": "2", "WAIT": "true"}, queue_id=3)))
     fields(await call(sender.send, connection(), v1_send("T", props={"DELAY": "99"}, queue_id=1)))
     [two] = await tables.messages(c.SCHEDULE_TOPIC, 1)
-    assert two.properties == {"DELAY": "2", "CLUSTER": "UnitCluster", "REAL_TOPIC": "T", "REAL_QID": "3"}
+    assert two.properties == {"DELAY": "2", "WAIT": "true", "CLUSTER": "UnitCluster", "REAL_TOPIC": "T",
+                              "REAL_QID": "3"}
     [highest] = await tables.messages(c.SCHEDULE_TOPIC, tables.max_delay_level - 1)  # above the highest: the highest
     assert highest.properties["DELAY"] == str(tables.max_delay_level) and highest.properties["REAL_QID"] == "1"
     assert await tables.messages("T", 3) == []
@@ -133,11 +134,11 @@ async def test_a_delayed_send_waits_in_the_schedule_topic(tables: Tables) -> Non
 
 async def test_a_transaction_message_is_stored_as_a_half_message(tables: Tables) -> None:
     tables.topics.put(TopicConfigData("T", 4, 4))
-    props = {"TRAN_MSG": "true", "PGROUP": "pg"}
+    props = {"TRAN_MSG": "true", "PGROUP": "pg", "WAIT": "true"}
     fields(await call(processor(tables).send, connection(), v1_send("T", props=props, queue_id=2,
                                                                     sys_flag=c.TRANSACTION_PREPARED_TYPE)))
     [half] = await tables.messages(c.RMQ_SYS_TRANS_HALF_TOPIC, 0)
-    assert half.properties["REAL_TOPIC"] == "T" and half.properties["REAL_QID"] == "2"
+    assert half.properties == {**props, "CLUSTER": "UnitCluster", "REAL_TOPIC": "T", "REAL_QID": "2"}  # WAIT kept
     assert c.transaction_type(half.sys_flag) == c.TRANSACTION_NOT_TYPE
     assert await tables.messages("T", 2) == []
 
@@ -223,9 +224,13 @@ async def test_a_message_handed_back_goes_to_the_retry_topic_after_a_delay(table
     answer = await answered(processor(tables).send_back, connection(), send_back(offset, origin_msg_id="UNIQ"))
     assert answer.code == ResponseCode.SUCCESS
     [retry] = await tables.messages(c.SCHEDULE_TOPIC, tables.max_delay_level - 1)  # 3 + 0 reconsumes
-    assert retry.properties["REAL_TOPIC"] == "%RETRY%G" and retry.properties["RETRY_TOPIC"] == "T"
-    assert retry.properties["DELAY"] == "3" and retry.reconsume_times == 1 and retry.body == b"payload"
-    assert "ORIGIN_MESSAGE_ID" in retry.properties and retry.properties["TAGS"] == "A"
+    assert retry.properties == {
+        "TAGS": "A", "CLUSTER": "UnitCluster", "RETRY_TOPIC": "T", "WAIT": "false", "DELAY": "3",
+        # the original's offset message id, not the header's originMsgId (as RocketMQ)
+        "ORIGIN_MESSAGE_ID": create_offset_msg_id("127.0.0.1", 10911, offset),
+        "REAL_TOPIC": "%RETRY%G", "REAL_QID": "0",
+    }
+    assert retry.reconsume_times == 1 and retry.body == b"payload"
     assert tables.topics.get("%RETRY%G") is not None and tables.topic_changes
 
 
@@ -237,7 +242,9 @@ async def test_a_message_handed_back_goes_to_the_dlq_when_asked_or_past_the_max(
     req = send_back(offset, delay_level=delay_level, max_reconsume_times=max_times)
     assert (await answered(processor(tables).send_back, connection(), req)).code == ResponseCode.SUCCESS
     [dead] = await tables.messages("%DLQ%G", 0)
-    assert dead.body == b"payload" and dead.reconsume_times == 1 and "REAL_TOPIC" not in dead.properties
+    assert dead.body == b"payload" and dead.reconsume_times == 1
+    assert dead.properties == {"TAGS": "A", "CLUSTER": "UnitCluster", "RETRY_TOPIC": "T", "WAIT": "false", "DELAY": "0",
+                               "ORIGIN_MESSAGE_ID": create_offset_msg_id("127.0.0.1", 10911, offset)}
 
 
 async def test_a_group_without_retry_queues_drops_what_is_handed_back(tables: Tables) -> None:
