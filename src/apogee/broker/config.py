@@ -74,6 +74,25 @@ def advertised_ip(broker_ip1: str, listen_host: str) -> tuple[str, str]:
     return local_ip(), f"detected: the listen address {listen_host or '*'} is a wildcard; set brokerIP1 to choose"
 
 
+class BrokerAddress:
+    """The address this broker advertises: registered with NameServers, written into every
+    stored record's STOREHOST, named in refusals.  Its port is known only once the listener
+    is bound (port 0 picks a free one), so the processors and services share this object
+    and read it when they need it rather than keep a copy."""
+
+    __slots__ = ("addr", "ip", "port", "store_host")
+
+    def __init__(self, ip: str, port: int) -> None:
+        self.ip = ip
+        self.bind(port)
+
+    def bind(self, port: int) -> None:
+        """The port the listener is bound to."""
+        self.port = port
+        self.store_host: tuple[str, int] = (self.ip, port)
+        self.addr = f"{self.ip}:{port}"
+
+
 @dataclass
 class BrokerConfig:
     broker_cluster_name: str = "DefaultCluster"

@@ -15,14 +15,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from apogee.broker.clients import ClientManager
-from apogee.broker.config import BrokerConfig, advertised_ip
+from apogee.broker.config import BrokerAddress, BrokerConfig, advertised_ip
 from apogee.broker.locks import RebalanceLockManager
 from apogee.broker.long_polling import PullRequestHoldService
 from apogee.broker.offsets import SEPARATOR as OFFSET_KEY_SEPARATOR
 from apogee.broker.offsets import ConsumerOffsetManager
 from apogee.broker.persistence import TableWriter
 from apogee.broker.processors.admin import AdminProcessor
-from apogee.broker.processors.client_manage import ClientManageProcessor, notify_request
+from apogee.broker.processors.client_manage import ClientManageProcessor, notify_consumer_ids_changed
 from apogee.broker.processors.end_transaction import EndTransactionProcessor
 from apogee.broker.processors.pull import PullProcessor
 from apogee.broker.processors.send import SendProcessor
@@ -32,7 +32,6 @@ from apogee.broker.subscriptions import SubscriptionGroupManager
 from apogee.broker.topics import TopicConfigManager
 from apogee.broker.transaction import TransactionService
 from apogee.common.constants import SCHEDULE_TOPIC, parse_delay_levels
-from apogee.errors import ApogeeError
 from apogee.remoting.bodies.route import DataVersion, TopicConfigData
 from apogee.remoting.client import RemotingClient
 from apogee.remoting.config import RemotingConfig
@@ -77,32 +76,50 @@ class BrokerController:
         self.clients = ClientManager()
         self.locks = RebalanceLockManager(config.rebalance_lock_max_live_time_ms)
         self.long_polling = PullRequestHoldService(config.max_held_pulls_per_connection)
-        self.schedule = ScheduleService(self, config_dir / "delayOffset.json")
+        store_ip, self.store_ip_reason = advertised_ip(config.broker_ip1, config.listen_host)
+        self.address = BrokerAddress(store_ip, config.listen_port)
+        self.schedule = ScheduleService(self.store, self.delay_levels_ms, self.address, config_dir / "delayOffset.json")
         # Topics, groups and delay progress are written soon after a change (a burst in one
         # write); offsets every flushConsumerOffsetInterval.  All of them at shutdown.
         self.table_writer = TableWriter(
             (self.topics.file, self.subscriptions.file, self.offsets.file, self.schedule.file)
         )
         self.table_writer.watch(self.topics.file, self.subscriptions.file, self.schedule.file)
-        self.transactions = TransactionService(self)
+        max_delay_level = len(self.delay_levels_ms)
+        self.transactions = TransactionService(
+            config, self.store, self.offsets, self.clients, self.address, max_delay_level
+        )
         self.dispatcher = RequestDispatcher()
         self.server = RemotingServer(
             self.dispatcher, self.remoting_config, on_connection_closed=self._connection_closed
         )
         self.outbound = RemotingClient(self.remoting_config)
         self.registrar: NamesrvRegistrar | None = None
-        self.send_processor = SendProcessor(self)
-        self.pull_processor = PullProcessor(self)
+        # Each processor gets what it uses; the controller only wires them.
+        self.send_processor = SendProcessor(
+            config=config, store_config=store_config, store=self.store, topics=self.topics,
+            subscriptions=self.subscriptions, table_writer=self.table_writer, address=self.address,
+            max_delay_level=max_delay_level, topics_changed=self.registrar_trigger,
+        )
+        self.pull_processor = PullProcessor(
+            config=config, store=self.store, topics=self.topics, subscriptions=self.subscriptions,
+            offsets=self.offsets, clients=self.clients, long_polling=self.long_polling, address=self.address,
+        )
         for processor in (
             self.send_processor,
             self.pull_processor,
-            ClientManageProcessor(self),
-            AdminProcessor(self),
-            EndTransactionProcessor(self),
+            ClientManageProcessor(
+                config=config, store=self.store, topics=self.topics, subscriptions=self.subscriptions,
+                offsets=self.offsets, clients=self.clients, locks=self.locks, topics_changed=self.registrar_trigger,
+            ),
+            AdminProcessor(
+                config=config, store=self.store, topics=self.topics, subscriptions=self.subscriptions,
+                offsets=self.offsets, clients=self.clients, table_writer=self.table_writer,
+                delay_offsets=self.schedule.encode, topics_changed=self.registrar_trigger,
+            ),
+            EndTransactionProcessor(config=config, transactions=self.transactions),
         ):
             processor.register_with(self.dispatcher)
-        self.store_ip, self.store_ip_reason = advertised_ip(config.broker_ip1, config.listen_host)
-        self.listen_port = config.listen_port
         self._tasks: list[asyncio.Task[None]] = []
 
     # --- addresses ----------------------------------------------------------------------------
@@ -110,13 +127,13 @@ class BrokerController:
     @property
     def broker_addr(self) -> str:
         """The address registered with NameServers and written into STOREHOST."""
-        return f"{self.store_ip}:{self.listen_port}"
+        return self.address.addr
 
     # --- lifecycle ----------------------------------------------------------------------------
 
     async def start(self) -> tuple[str, int]:
         host, port = await self.server.start(self.config.listen_host, self.config.listen_port)
-        self.listen_port = port
+        self.address.bind(port)
         log.info("advertising %s to NameServers and in STOREHOST: %s", self.broker_addr, self.store_ip_reason)
         await self.store.start()
         self.store.add_arrival_listener(self._message_arrived)
@@ -131,7 +148,7 @@ class BrokerController:
             broker_name=self.config.broker_name,
             broker_id=self.config.broker_id,
             broker_addr=self.broker_addr,
-            ha_addr=f"{self.store_ip}:{port + 1}",
+            ha_addr=f"{self.address.ip}:{port + 1}",
             timeout_ms=self.config.register_broker_timeout_ms,
             period_ms=self.config.register_name_server_period_ms,
             snapshot=self._topic_snapshot,
@@ -190,20 +207,7 @@ class BrokerController:
 
     def _forget_connection(self, conn: object) -> None:
         for group in self.clients.remove_connection(conn):
-            self.notify_consumer_ids_changed(group)
-
-    def notify_consumer_ids_changed(self, group: str) -> None:
-        """Tell every client of ``group`` to rebalance now (oneway, best effort)."""
-        info = self.clients.consumer_group(group)
-        if info is None:
-            return
-        for channel in list(info.channels.values()):
-            conn = channel.conn
-            if isinstance(conn, Connection) and conn.is_open:
-                try:
-                    conn.send(notify_request(group))
-                except ApogeeError as exc:
-                    log.debug("notify %s failed: %s", channel.client_id, exc)
+            notify_consumer_ids_changed(self.clients, group)
 
     def _committed_offsets(self) -> Iterator[tuple[str, str, int, int]]:
         """(group, topic, queue id, next offset) of every committed offset, for the store's

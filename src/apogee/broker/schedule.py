@@ -18,22 +18,20 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 
+from apogee.broker import rewrite
+from apogee.broker.config import BrokerAddress
 from apogee.broker.persistence import TableFile
+from apogee.broker.reput import reput
 from apogee.common import constants as c
 from apogee.common.aio import wait_event
 from apogee.common.atomic_file import load_json_table
-from apogee.common.java_hash import tags_code
-from apogee.common.message import MessageExt
-from apogee.common.message_codec import properties_to_string
-from apogee.store.inner import InnerMessage
-
-if TYPE_CHECKING:
-    from apogee.broker.controller import BrokerController
+from apogee.store.message_store import MessageStore
 
 log = logging.getLogger("apogee.broker.schedule")
 
@@ -41,8 +39,15 @@ MAX_BATCH = 256
 
 
 class ScheduleService:
-    def __init__(self, broker: BrokerController, path: Path | None) -> None:
-        self.b = broker
+    """The delay levels' delivery tasks and their progress.  ``delay_levels_ms``: the delay of
+    each level (level n is ``delay_levels_ms[n - 1]``)."""
+
+    def __init__(
+        self, store: MessageStore, delay_levels_ms: Sequence[int], address: BrokerAddress, path: Path | None
+    ) -> None:
+        self._store = store
+        self._delay_levels_ms = tuple(delay_levels_ms)
+        self._address = address
         self.offsets: dict[int, int] = {}
         self.file = TableFile(path, self.encode)
         self._tasks: list[asyncio.Task[None]] = []
@@ -63,7 +68,7 @@ class ScheduleService:
         self.file.persist()
 
     def start(self) -> None:
-        for level in range(1, len(self.b.delay_levels_ms) + 1):
+        for level in range(1, len(self._delay_levels_ms) + 1):
             self._wake[level] = asyncio.Event()
             self._tasks.append(asyncio.create_task(self._run_level(level)))
 
@@ -97,7 +102,7 @@ class ScheduleService:
 
     async def _deliver_due(self, level: int, queue_id: int) -> float:
         """Deliver what is due at the head of the level's queue; return seconds to sleep."""
-        store = self.b.store
+        store = self._store
         offset = self.offsets.get(level, 0)
         min_offset = store.get_min_offset_in_queue(c.SCHEDULE_TOPIC, queue_id)
         if offset < min_offset:
@@ -113,15 +118,17 @@ class ScheduleService:
             phys_offset, _size, deliver_ms = entry
             now_ms = int(time.time() * 1000)
             # Clamp absurd deliver times (clock moved back): never wait longer than the delay.
-            deliver_ms = min(deliver_ms, now_ms + self.b.delay_levels_ms[level - 1])
+            deliver_ms = min(deliver_ms, now_ms + self._delay_levels_ms[level - 1])
             if deliver_ms > now_ms:
                 wait_s = (deliver_ms - now_ms) / 1000
                 break
             message = store.look_message_by_offset(phys_offset)
             if message is not None:
-                real = self._real_message(message)
-                if real is not None:
-                    result = await store.put_message(real)
+                real = rewrite.due(rewrite.Placement.of(message))
+                if real is None:
+                    log.error("delayed message without REAL_TOPIC/REAL_QID dropped: %r", message.properties)
+                else:
+                    result = await store.put_message(reput(message, real, self._address.store_host))
                     if not result.ok:
                         log.warning("delay level %d: re-put failed (%s); retrying", level, result.status.name)
                         wait_s = 1.0
@@ -137,25 +144,3 @@ class ScheduleService:
             self.offsets[level] = offset
             self.file.version += 1
         return wait_s
-
-    def _real_message(self, message: MessageExt) -> InnerMessage | None:
-        props = dict(message.properties)
-        real_topic = props.pop(c.REAL_TOPIC, None)
-        real_qid = props.pop(c.REAL_QID, None)
-        props.pop(c.DELAY, None)
-        if not real_topic or real_qid is None:
-            log.error("delayed message without REAL_TOPIC/REAL_QID dropped: %r", props)
-            return None
-        return InnerMessage(
-            topic=real_topic,
-            queue_id=int(real_qid),
-            body=message.body,
-            flag=message.flag,
-            properties=properties_to_string(props),
-            sysflag=message.sys_flag,
-            born_timestamp=message.born_timestamp,
-            born_host=message.born_host,
-            store_host=(self.b.store_ip, self.b.listen_port),
-            reconsume_times=message.reconsume_times,
-            tags_code=tags_code(props.get(c.TAGS)),
-        )

@@ -3,7 +3,7 @@
 How it works (the seeds' two-phase design, RocketMQ's TransactionalMessageService):
 
 * A producer's half message is stored in ``RMQ_SYS_TRANS_HALF_TOPIC`` queue 0 with its real
-  topic and queue in ``REAL_TOPIC``/``REAL_QID`` (the send processor rewrites it), so no
+  topic and queue in ``REAL_TOPIC``/``REAL_QID`` (``rewrite.to_half``, from the send processor), so no
   consumer sees it.
 * END_TRANSACTION commit re-puts it to the real topic with the COMMIT transaction type;
   commit and rollback both write an *op* record to ``RMQ_SYS_TRANS_OP_HALF_TOPIC`` whose body
@@ -27,13 +27,17 @@ import asyncio
 import logging
 import random
 import time
-from typing import TYPE_CHECKING
 
+from apogee.broker import rewrite
+from apogee.broker.clients import ClientManager
+from apogee.broker.config import BrokerAddress, BrokerConfig
+from apogee.broker.offsets import ConsumerOffsetManager
 from apogee.broker.records import message_at
+from apogee.broker.reput import reput
 from apogee.common import constants as c
 from apogee.common.java_hash import tags_code
 from apogee.common.message import MessageExt
-from apogee.common.message_codec import encode_record, parse_properties, properties_to_string
+from apogee.common.message_codec import encode_record, properties_to_string
 from apogee.common.message_id import create_offset_msg_id
 from apogee.errors import ApogeeError
 from apogee.remoting.codes import RequestCode
@@ -41,21 +45,35 @@ from apogee.remoting.command import RemotingCommand
 from apogee.remoting.connection import Connection
 from apogee.remoting.headers.send import CheckTransactionStateRequestHeader
 from apogee.store.inner import InnerMessage
+from apogee.store.message_store import MessageStore
 from apogee.store.results import PutResult
-
-if TYPE_CHECKING:
-    from apogee.broker.controller import BrokerController
 
 log = logging.getLogger("apogee.broker.transaction")
 
 SYSTEM_GROUP = c.CID_RMQ_SYS_TRANS
 OP_TAG = "d"
-HALF_QUEUE = 0
+HALF_QUEUE = rewrite.HALF_QUEUE
 
 
 class TransactionService:
-    def __init__(self, broker: BrokerController) -> None:
-        self.b = broker
+    """Half messages decided (``end``) and checked back (``check_once``).  ``max_delay_level``:
+    the highest delay level, for a committed message that asks for a delay."""
+
+    def __init__(
+        self,
+        config: BrokerConfig,
+        store: MessageStore,
+        offsets: ConsumerOffsetManager,
+        clients: ClientManager,
+        address: BrokerAddress,
+        max_delay_level: int,
+    ) -> None:
+        self._config = config
+        self._store = store
+        self._offsets = offsets
+        self._clients = clients
+        self._address = address
+        self._max_delay_level = max_delay_level
         # half queue offset -> op queue offset, for ops whose half offset >= the half progress
         self._done: dict[int, int] = {}
         self._op_read_offset = -1
@@ -67,24 +85,24 @@ class TransactionService:
 
     @property
     def half_progress(self) -> int:
-        return max(0, self.b.offsets.query(SYSTEM_GROUP, c.RMQ_SYS_TRANS_HALF_TOPIC, HALF_QUEUE))
+        return max(0, self._offsets.query(SYSTEM_GROUP, c.RMQ_SYS_TRANS_HALF_TOPIC, HALF_QUEUE))
 
     def _set_half_progress(self, offset: int) -> None:
-        self.b.offsets.commit(SYSTEM_GROUP, c.RMQ_SYS_TRANS_HALF_TOPIC, HALF_QUEUE, offset)
+        self._offsets.commit(SYSTEM_GROUP, c.RMQ_SYS_TRANS_HALF_TOPIC, HALF_QUEUE, offset)
         for half in [h for h in self._done if h < offset]:
             del self._done[half]
         self._save_op_progress()
 
     def _save_op_progress(self) -> None:
-        end = self.b.store.get_max_offset_in_queue(c.RMQ_SYS_TRANS_OP_HALF_TOPIC, 0)
+        end = self._store.get_max_offset_in_queue(c.RMQ_SYS_TRANS_OP_HALF_TOPIC, 0)
         start = min(self._done.values(), default=max(self._op_read_offset, 0))
-        self.b.offsets.commit(SYSTEM_GROUP, c.RMQ_SYS_TRANS_OP_HALF_TOPIC, 0, min(start, end))
+        self._offsets.commit(SYSTEM_GROUP, c.RMQ_SYS_TRANS_OP_HALF_TOPIC, 0, min(start, end))
 
     def _read_ops(self) -> None:
         """Learn the ops written since the last read (by us or before a restart)."""
-        store = self.b.store
+        store = self._store
         if self._op_read_offset < 0:
-            self._op_read_offset = max(0, self.b.offsets.query(SYSTEM_GROUP, c.RMQ_SYS_TRANS_OP_HALF_TOPIC, 0))
+            self._op_read_offset = max(0, self._offsets.query(SYSTEM_GROUP, c.RMQ_SYS_TRANS_OP_HALF_TOPIC, 0))
         queue = store.consume_queues.get(c.RMQ_SYS_TRANS_OP_HALF_TOPIC, 0)
         if queue is None:
             return
@@ -113,13 +131,13 @@ class TransactionService:
             topic=c.RMQ_SYS_TRANS_OP_HALF_TOPIC,
             queue_id=0,
             body=str(half.queue_offset).encode("ascii"),
-            properties=properties_to_string({c.TAGS: OP_TAG, c.CLUSTER: self.b.config.broker_cluster_name}),
+            properties=properties_to_string({c.TAGS: OP_TAG, c.CLUSTER: self._config.broker_cluster_name}),
             born_timestamp=int(time.time() * 1000),
             born_host=half.store_host,
-            store_host=(self.b.store_ip, self.b.listen_port),
+            store_host=self._address.store_host,
             tags_code=tags_code(OP_TAG),
         )
-        result, _ = self.b.store.put_message_nowait(msg)
+        result, _ = self._store.put_message_nowait(msg)
         if result.ok:
             self._done[half.queue_offset] = result.logics_offset
         return result
@@ -128,7 +146,7 @@ class TransactionService:
         self, producer_group: str, half_queue_offset: int, commit_log_offset: int, commit: bool
     ) -> str | None:
         """Commit or roll back one half message; returns an error text, None on success."""
-        half = message_at(self.b.store, commit_log_offset)  # a record must start there
+        half = message_at(self._store, commit_log_offset)  # a record must start there
         if half is None:
             return f"no half message at commit log offset {commit_log_offset}"
         if half.topic != c.RMQ_SYS_TRANS_HALF_TOPIC:
@@ -141,40 +159,17 @@ class TransactionService:
         if half.queue_offset in self._done:
             return None  # already decided (a late or repeated answer): nothing to do twice
         if commit:
-            real = self._real_message(half)
-            if real is None:
+            placed = rewrite.committed(rewrite.Placement.of(half), self._max_delay_level)
+            if placed is None:
                 return "the half message has no REAL_TOPIC/REAL_QID"
-            self.b.send_processor.apply_delay(real, parse_properties(str(real.properties)), c.TRANSACTION_COMMIT_TYPE)
-            result, _ = self.b.store.put_message_nowait(real)
+            real = reput(half, placed, self._address.store_host, prepared_transaction_offset=half.commit_log_offset)
+            result, _ = self._store.put_message_nowait(real)
             if not result.ok:
                 return f"committing the half message failed: {result.status.name}"
         result = self._put_op(half)
         if not result.ok:
             return f"writing the transaction op failed: {result.status.name}"
         return None
-
-    def _real_message(self, half: MessageExt) -> InnerMessage | None:
-        props = dict(half.properties)
-        real_topic = props.pop(c.REAL_TOPIC, None)
-        real_qid = props.pop(c.REAL_QID, None)
-        props.pop(c.TRAN_MSG, None)
-        props.pop(c.TRANSACTION_CHECK_TIMES, None)
-        if not real_topic or real_qid is None:
-            return None
-        return InnerMessage(
-            topic=real_topic,
-            queue_id=int(real_qid),
-            body=half.body,
-            flag=half.flag,
-            properties=properties_to_string(props),
-            sysflag=c.reset_transaction_type(half.sys_flag, c.TRANSACTION_COMMIT_TYPE),
-            born_timestamp=half.born_timestamp,
-            born_host=half.born_host,
-            store_host=(self.b.store_ip, self.b.listen_port),
-            reconsume_times=half.reconsume_times,
-            prepared_transaction_offset=half.commit_log_offset,
-            tags_code=tags_code(props.get(c.TAGS)),
-        )
 
     # --- check-back ---------------------------------------------------------------------------
 
@@ -187,7 +182,7 @@ class TransactionService:
             await asyncio.gather(self._task, return_exceptions=True)
 
     async def _loop(self) -> None:
-        interval = self.b.config.transaction_check_interval_ms / 1000
+        interval = self._config.transaction_check_interval_ms / 1000
         while True:
             await asyncio.sleep(interval)
             try:
@@ -197,13 +192,13 @@ class TransactionService:
 
     def check_once(self, now_ms: int) -> int:
         """One pass over the half queue; returns how many halves were checked back."""
-        store = self.b.store
+        store = self._store
         queue = store.consume_queues.get(c.RMQ_SYS_TRANS_HALF_TOPIC, HALF_QUEUE)
         if queue is None:
             return 0
         self._read_ops()
-        timeout_ms = self.b.config.transaction_time_out_ms
-        check_max = self.b.config.transaction_check_max
+        timeout_ms = self._config.transaction_time_out_ms
+        check_max = self._config.transaction_check_max
         offset = max(self.half_progress, store.get_min_offset_in_queue(c.RMQ_SYS_TRANS_HALF_TOPIC, HALF_QUEUE))
         # Only halves that existed when the pass began: re-put copies wait for the next pass.
         end = store.get_max_offset_in_queue(c.RMQ_SYS_TRANS_HALF_TOPIC, HALF_QUEUE)
@@ -223,7 +218,7 @@ class TransactionService:
             wait_ms = int(immunity) * 1000 if immunity and immunity.isdigit() else timeout_ms
             if now_ms - half.store_timestamp < wait_ms:
                 break  # this one and every later half are too young
-            times = int(half.properties.get(c.TRANSACTION_CHECK_TIMES, "0") or 0)
+            times = rewrite.check_times(rewrite.Placement.of(half))
             if times >= check_max:
                 self._discard(half)
             else:
@@ -243,25 +238,18 @@ class TransactionService:
         return checked
 
     def _producer_channel(self, group: str) -> Connection | None:
-        live = [ch.conn for ch in self.b.clients.producer_channels(group)
+        live = [ch.conn for ch in self._clients.producer_channels(group)
                 if isinstance(ch.conn, Connection) and ch.conn.is_open]
         return self._random.choice(live) if live else None
 
     def _put_back(self, half: MessageExt, check_times: int) -> MessageExt | None:
-        props = dict(half.properties)
-        props[c.TRANSACTION_CHECK_TIMES] = str(check_times)
-        msg = InnerMessage(
-            topic=c.RMQ_SYS_TRANS_HALF_TOPIC, queue_id=HALF_QUEUE, body=half.body, flag=half.flag,
-            properties=properties_to_string(props), sysflag=half.sys_flag,
-            born_timestamp=half.born_timestamp, born_host=half.born_host,
-            store_host=(self.b.store_ip, self.b.listen_port), reconsume_times=half.reconsume_times,
-            tags_code=tags_code(props.get(c.TAGS)),
-        )
-        result, _ = self.b.store.put_message_nowait(msg)
+        placed = rewrite.checked(rewrite.Placement.of(half), check_times)
+        msg = reput(half, placed, self._address.store_host)
+        result, _ = self._store.put_message_nowait(msg)
         if not result.ok:
             log.warning("re-putting half message failed: %s", result.status.name)
             return None
-        half.properties = props
+        half.properties = dict(placed.properties)
         half.queue_offset = result.logics_offset
         half.commit_log_offset = result.wrote_offset
         half.store_timestamp = result.store_timestamp
@@ -269,7 +257,7 @@ class TransactionService:
 
     def _send_check(self, conn: Connection, half: MessageExt) -> None:
         uniq = half.properties.get(c.UNIQ_KEY)
-        offset_id = create_offset_msg_id(self.b.store_ip, self.b.listen_port, half.commit_log_offset)
+        offset_id = create_offset_msg_id(self._address.ip, self._address.port, half.commit_log_offset)
         header = CheckTransactionStateRequestHeader(
             tran_state_table_offset=half.queue_offset,
             commit_log_offset=half.commit_log_offset,
@@ -289,7 +277,7 @@ class TransactionService:
             born_timestamp=half.born_timestamp,
             born_host=half.born_host,
             store_timestamp=half.store_timestamp,
-            store_host=(self.b.store_ip, self.b.listen_port),
+            store_host=self._address.store_host,
             reconsume_times=half.reconsume_times,
             properties=props,
         )
@@ -308,12 +296,7 @@ class TransactionService:
             props.get(c.UNIQ_KEY), props.get(c.PGROUP), props.get(c.TRANSACTION_CHECK_TIMES),
             props.get(c.REAL_TOPIC),
         )
-        msg = InnerMessage(
-            topic=c.TRANS_CHECK_MAX_TIME_TOPIC, queue_id=0, body=half.body, flag=half.flag,
-            properties=properties_to_string(props), sysflag=half.sys_flag,
-            born_timestamp=half.born_timestamp, born_host=half.born_host,
-            store_host=(self.b.store_ip, self.b.listen_port), tags_code=tags_code(props.get(c.TAGS)),
-        )
-        self.b.store.put_message_nowait(msg)
+        msg = reput(half, rewrite.discarded(rewrite.Placement.of(half)), self._address.store_host)
+        self._store.put_message_nowait(msg)
         self._put_op(half)
 

@@ -12,14 +12,17 @@ changes nothing.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
 import orjson
 
-from apogee.broker.persistence import TableFile
+from apogee.broker.clients import ClientManager
+from apogee.broker.config import BrokerConfig
+from apogee.broker.offsets import ConsumerOffsetManager
+from apogee.broker.persistence import TableFile, TableWriter
 from apogee.broker.records import record_at
-from apogee.broker.subscriptions import SubscriptionGroupConfig, group_config_problem
-from apogee.broker.topics import topic_config_problem
+from apogee.broker.subscriptions import SubscriptionGroupConfig, SubscriptionGroupManager, group_config_problem
+from apogee.broker.topics import TopicConfigManager, topic_config_problem
 from apogee.common.constants import SYSTEM_TOPIC_PREFIX
 from apogee.common.lenient_json import loads
 from apogee.errors import HeaderError
@@ -42,9 +45,7 @@ from apogee.remoting.headers.consumer import (
     ViewMessageRequestHeader,
 )
 from apogee.remoting.server import Processor, RequestDispatcher
-
-if TYPE_CHECKING:
-    from apogee.broker.controller import BrokerController
+from apogee.store.message_store import MessageStore
 
 log = logging.getLogger("apogee.broker.admin")
 
@@ -54,8 +55,31 @@ TOPIC_FILTER_TYPES = ("SINGLE_TAG", "MULTI_TAG")  # RocketMQ's TopicFilterType
 
 
 class AdminProcessor:
-    def __init__(self, broker: BrokerController) -> None:
-        self.b = broker
+    """``topics_changed`` is called after a topic is created or deleted (the NameServers
+    should learn it); ``delay_offsets`` answers GET_ALL_DELAY_OFFSET (delayOffset.json)."""
+
+    def __init__(
+        self,
+        *,
+        config: BrokerConfig,
+        store: MessageStore,
+        topics: TopicConfigManager,
+        subscriptions: SubscriptionGroupManager,
+        offsets: ConsumerOffsetManager,
+        clients: ClientManager,
+        table_writer: TableWriter,
+        delay_offsets: Callable[[], bytes],
+        topics_changed: Callable[[], None],
+    ) -> None:
+        self._config = config
+        self._store = store
+        self._topics = topics
+        self._subscriptions = subscriptions
+        self._offsets = offsets
+        self._clients = clients
+        self._table_writer = table_writer
+        self._delay_offsets = delay_offsets
+        self._topics_changed = topics_changed
 
     def register_with(self, dispatcher: RequestDispatcher) -> None:
         handlers: dict[int, Processor] = {
@@ -86,22 +110,22 @@ class AdminProcessor:
 
     def get_max_offset(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         h = TopicQueueRequestHeader.decode(req.ext_fields)
-        offset = self.b.store.get_max_offset_in_queue(h.topic, h.queue_id)
+        offset = self._store.get_max_offset_in_queue(h.topic, h.queue_id)
         return req.response(ResponseCode.SUCCESS, ext_fields=OffsetResponseHeader(offset).encode())
 
     def get_min_offset(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         h = TopicQueueRequestHeader.decode(req.ext_fields)
-        offset = self.b.store.get_min_offset_in_queue(h.topic, h.queue_id)
+        offset = self._store.get_min_offset_in_queue(h.topic, h.queue_id)
         return req.response(ResponseCode.SUCCESS, ext_fields=OffsetResponseHeader(offset).encode())
 
     def search_offset(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         h = SearchOffsetRequestHeader.decode(req.ext_fields)
-        offset = self.b.store.get_offset_in_queue_by_time(h.topic, h.queue_id, h.timestamp)
+        offset = self._store.get_offset_in_queue_by_time(h.topic, h.queue_id, h.timestamp)
         return req.response(ResponseCode.SUCCESS, ext_fields=OffsetResponseHeader(offset).encode())
 
     def earliest_time(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         h = TopicQueueRequestHeader.decode(req.ext_fields)
-        ts = self.b.store.get_earliest_message_time(h.topic, h.queue_id)
+        ts = self._store.get_earliest_message_time(h.topic, h.queue_id)
         return req.response(
             ResponseCode.SUCCESS, ext_fields=GetEarliestMsgStoretimeResponseHeader(max(ts, 0)).encode()
         )
@@ -111,7 +135,7 @@ class AdminProcessor:
     def view_message(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         """One record, and only where one starts (``records.record_at``)."""
         h = ViewMessageRequestHeader.decode(req.ext_fields)
-        record = record_at(self.b.store, h.offset)
+        record = record_at(self._store, h.offset)
         if record is None:
             return req.response(ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {h.offset}")
         return req.response(ResponseCode.SUCCESS, body=record)
@@ -121,7 +145,7 @@ class AdminProcessor:
         max_num = h.max_num
         if (req.ext_fields or {}).get("_UNIQUE_KEY_QUERY") == "true":
             max_num = DEFAULT_QUERY_MAX_NUM
-        result = self.b.store.query_message(h.topic, h.key, max_num, h.begin_timestamp, h.end_timestamp)
+        result = self._store.query_message(h.topic, h.key, max_num, h.begin_timestamp, h.end_timestamp)
         ext = QueryMessageResponseHeader(
             result.index_last_update_timestamp, result.index_last_update_phyoffset
         ).encode()
@@ -136,7 +160,7 @@ class AdminProcessor:
     async def _saved(self, req: RemotingCommand, file: TableFile) -> RemotingCommand:
         """SUCCESS once ``file`` is written; SYSTEM_ERROR saying so when that fails."""
         try:
-            await self.b.table_writer.flush(file)
+            await self._table_writer.flush(file)
         except Exception as exc:
             return req.response(
                 ResponseCode.SYSTEM_ERROR,
@@ -147,7 +171,7 @@ class AdminProcessor:
 
     async def create_topic(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         h = CreateTopicRequestHeader.decode(req.ext_fields)
-        if h.topic == self.b.config.broker_cluster_name:
+        if h.topic == self._config.broker_cluster_name:
             return req.response(
                 ResponseCode.SYSTEM_ERROR, f"the topic[{h.topic}] is conflict with system reserved words."
             )
@@ -165,9 +189,9 @@ class AdminProcessor:
         problem = topic_config_problem(config)
         if problem is not None:
             return req.response(ResponseCode.SYSTEM_ERROR, problem)
-        self.b.topics.put(config)
-        self.b.registrar_trigger()
-        return await self._saved(req, self.b.topics.file)
+        self._topics.put(config)
+        self._topics_changed()
+        return await self._saved(req, self._topics.file)
 
     async def delete_topic(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         h = DeleteTopicRequestHeader.decode(req.ext_fields)
@@ -175,29 +199,29 @@ class AdminProcessor:
             return req.response(
                 ResponseCode.SYSTEM_ERROR, f"the topic[{h.topic}] is a system topic and cannot be deleted"
             )
-        self.b.topics.delete(h.topic)
-        self.b.offsets.remove_topic(h.topic)
-        self.b.registrar_trigger()
-        answer = await self._saved(req, self.b.topics.file)
-        return answer if answer.code != ResponseCode.SUCCESS else await self._saved(req, self.b.offsets.file)
+        self._topics.delete(h.topic)
+        self._offsets.remove_topic(h.topic)
+        self._topics_changed()
+        answer = await self._saved(req, self._topics.file)
+        return answer if answer.code != ResponseCode.SUCCESS else await self._saved(req, self._offsets.file)
 
     def all_topic_config(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
-        return req.response(ResponseCode.SUCCESS, body=self.b.topics.encode())
+        return req.response(ResponseCode.SUCCESS, body=self._topics.encode())
 
     def topic_stats(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         topic = (req.ext_fields or {}).get("topic")
         if not topic:
             raise HeaderError("the custom field <topic> is null")
-        config = self.b.topics.get(topic)
+        config = self._topics.get(topic)
         if config is None:
             return req.response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
         table = []
         for qid in range(config.write_queue_nums):
             table.append(
                 {
-                    "mq": {"brokerName": self.b.config.broker_name, "queueId": qid, "topic": topic},
-                    "minOffset": self.b.store.get_min_offset_in_queue(topic, qid),
-                    "maxOffset": self.b.store.get_max_offset_in_queue(topic, qid),
+                    "mq": {"brokerName": self._config.broker_name, "queueId": qid, "topic": topic},
+                    "minOffset": self._store.get_min_offset_in_queue(topic, qid),
+                    "maxOffset": self._store.get_max_offset_in_queue(topic, qid),
                     "lastUpdateTimestamp": 0,
                 }
             )
@@ -208,25 +232,25 @@ class AdminProcessor:
         group = ext.get("consumerGroup")
         if not group:
             raise HeaderError("the custom field <consumerGroup> is null")
-        topics = [ext["topic"]] if ext.get("topic") else sorted(self.b.offsets.topics_of_group(group))
+        topics = [ext["topic"]] if ext.get("topic") else sorted(self._offsets.topics_of_group(group))
         table = []
         for topic in topics:
-            config = self.b.topics.get(topic)
+            config = self._topics.get(topic)
             if config is None:
                 continue
             for qid in range(config.read_queue_nums):
                 table.append(
                     {
-                        "mq": {"brokerName": self.b.config.broker_name, "queueId": qid, "topic": topic},
-                        "brokerOffset": self.b.store.get_max_offset_in_queue(topic, qid),
-                        "consumerOffset": max(0, self.b.offsets.query(group, topic, qid)),
+                        "mq": {"brokerName": self._config.broker_name, "queueId": qid, "topic": topic},
+                        "brokerOffset": self._store.get_max_offset_in_queue(topic, qid),
+                        "consumerOffset": max(0, self._offsets.query(group, topic, qid)),
                     }
                 )
         return req.response(ResponseCode.SUCCESS, body=orjson.dumps({"consumeTps": 0.0, "offsetTable": table}))
 
     def consumer_connections(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         h = GetConsumerListByGroupRequestHeader.decode(req.ext_fields)
-        info = self.b.clients.consumer_group(h.consumer_group)
+        info = self._clients.consumer_group(h.consumer_group)
         if info is None:
             return req.response(ResponseCode.CONSUMER_NOT_ONLINE, f"the consumer group[{h.consumer_group}] not online")
         body = {
@@ -243,10 +267,10 @@ class AdminProcessor:
         return req.response(ResponseCode.SUCCESS, body=orjson.dumps(body))
 
     def all_consumer_offsets(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
-        return req.response(ResponseCode.SUCCESS, body=self.b.offsets.encode())
+        return req.response(ResponseCode.SUCCESS, body=self._offsets.encode())
 
     def all_delay_offsets(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
-        return req.response(ResponseCode.SUCCESS, body=self.b.schedule.encode())
+        return req.response(ResponseCode.SUCCESS, body=self._delay_offsets())
 
     # --- subscription groups ------------------------------------------------------------------
 
@@ -258,18 +282,18 @@ class AdminProcessor:
         problem = group_config_problem(config)
         if problem is not None:
             return req.response(ResponseCode.SYSTEM_ERROR, problem)
-        self.b.subscriptions.put(config)
-        return await self._saved(req, self.b.subscriptions.file)
+        self._subscriptions.put(config)
+        return await self._saved(req, self._subscriptions.file)
 
     def all_groups(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
-        return req.response(ResponseCode.SUCCESS, body=self.b.subscriptions.encode())
+        return req.response(ResponseCode.SUCCESS, body=self._subscriptions.encode())
 
     async def delete_group(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         name = (req.ext_fields or {}).get("groupName")
         if not name:
             raise HeaderError("the custom field <groupName> is null")
-        self.b.subscriptions.delete(name)
-        return await self._saved(req, self.b.subscriptions.file)
+        self._subscriptions.delete(name)
+        return await self._saved(req, self._subscriptions.file)
 
     async def reset_offset(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         """Rewind (or forward) a group on a topic to a time, and tell its live consumers.
@@ -280,24 +304,24 @@ class AdminProcessor:
         a queue whose committed offset is already below the target is left alone.
         """
         h = ResetOffsetRequestHeader.decode(req.ext_fields)
-        config = self.b.topics.get(h.topic)
+        config = self._topics.get(h.topic)
         if config is None:
             return req.response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist")
-        if self.b.subscriptions.find(h.group) is None:
+        if self._subscriptions.find(h.group) is None:
             return req.response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {h.group}")
         offsets: dict[QueueKey, int] = {}
         for qid in range(config.read_queue_nums):
             if h.timestamp < 0:
-                target = self.b.store.get_max_offset_in_queue(h.topic, qid)
+                target = self._store.get_max_offset_in_queue(h.topic, qid)
             else:
-                target = self.b.store.get_offset_in_queue_by_time(h.topic, qid, h.timestamp)
-            current = self.b.offsets.query(h.group, h.topic, qid)
+                target = self._store.get_offset_in_queue_by_time(h.topic, qid, h.timestamp)
+            current = self._offsets.query(h.group, h.topic, qid)
             if h.is_force or current < 0 or target < current:
-                self.b.offsets.commit(h.group, h.topic, qid, target)
-                offsets[QueueKey(h.topic, self.b.config.broker_name, qid)] = target
+                self._offsets.commit(h.group, h.topic, qid, target)
+                offsets[QueueKey(h.topic, self._config.broker_name, qid)] = target
             else:
-                offsets[QueueKey(h.topic, self.b.config.broker_name, qid)] = current
-        saved = await self._saved(req, self.b.offsets.file)
+                offsets[QueueKey(h.topic, self._config.broker_name, qid)] = current
+        saved = await self._saved(req, self._offsets.file)
         if saved.code != ResponseCode.SUCCESS:
             return saved
         self._tell_consumers(h, offsets)
@@ -307,7 +331,7 @@ class AdminProcessor:
         return req.response(ResponseCode.SUCCESS, body=body)
 
     def _tell_consumers(self, h: ResetOffsetRequestHeader, offsets: dict[QueueKey, int]) -> None:
-        info = self.b.clients.consumer_group(h.group)
+        info = self._clients.consumer_group(h.group)
         if info is None:
             return
         header = ResetOffsetRequestHeader(h.topic, h.group, h.timestamp, h.is_force).encode()
@@ -322,10 +346,10 @@ class AdminProcessor:
             conn.send(request)
 
     def runtime_info(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
-        table = {k: str(v) for k, v in self.b.store.runtime_info().items()}
+        table = {k: str(v) for k, v in self._store.runtime_info().items()}
         table["brokerVersion"] = str(req.version)
         # Table files (topics.json ...) whose writes failed, and the ones still behind.
-        writer = self.b.table_writer
+        writer = self._table_writer
         table["tableWriteFailures"] = str(writer.failures)
         table["tablesUnsaved"] = ",".join(f.name for f in writer.files if f.dirty)
         return req.response(ResponseCode.SUCCESS, body=orjson.dumps({"table": table}))

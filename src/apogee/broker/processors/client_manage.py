@@ -12,14 +12,19 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
-from apogee.broker.clients import ClientChannel
+from apogee.broker.clients import ClientChannel, ClientManager
+from apogee.broker.config import BrokerConfig
+from apogee.broker.locks import RebalanceLockManager
+from apogee.broker.offsets import ConsumerOffsetManager
 from apogee.broker.processors.pull import subscription_filter
-from apogee.broker.topics import PERM_RW
+from apogee.broker.subscriptions import SubscriptionGroupManager
+from apogee.broker.topics import PERM_RW, TopicConfigManager
 from apogee.common.constants import retry_topic
 from apogee.common.lenient_json import loads
 from apogee.common.validators import validate_group, validate_topic
+from apogee.errors import ApogeeError
 from apogee.filter import TAG, FilterExpressionError
 from apogee.remoting.bodies.heartbeat import (
     HeartbeatData,
@@ -39,9 +44,7 @@ from apogee.remoting.headers.consumer import (
     UpdateConsumerOffsetRequestHeader,
 )
 from apogee.remoting.server import RequestDispatcher
-
-if TYPE_CHECKING:
-    from apogee.broker.controller import BrokerController
+from apogee.store.message_store import MessageStore
 
 log = logging.getLogger("apogee.broker.client_manage")
 
@@ -51,8 +54,29 @@ def _now_ms() -> int:
 
 
 class ClientManageProcessor:
-    def __init__(self, broker: BrokerController) -> None:
-        self.b = broker
+    """``topics_changed`` is called when a heartbeat creates a retry topic (the NameServers
+    should learn it)."""
+
+    def __init__(
+        self,
+        *,
+        config: BrokerConfig,
+        store: MessageStore,
+        topics: TopicConfigManager,
+        subscriptions: SubscriptionGroupManager,
+        offsets: ConsumerOffsetManager,
+        clients: ClientManager,
+        locks: RebalanceLockManager,
+        topics_changed: Callable[[], None],
+    ) -> None:
+        self._config = config
+        self._store = store
+        self._topics = topics
+        self._subscriptions = subscriptions
+        self._offsets = offsets
+        self._clients = clients
+        self._locks = locks
+        self._topics_changed = topics_changed
 
     def register_with(self, dispatcher: RequestDispatcher) -> None:
         dispatcher.register(RequestCode.HEART_BEAT, self.heartbeat)
@@ -74,7 +98,7 @@ class ClientManageProcessor:
             if problem is not None:
                 return req.response(ResponseCode.SYSTEM_ERROR, f"consumer group refused: {problem}")
             for sub in consumer.subscriptions:
-                if sub.expression_type != TAG and not self.b.config.enable_property_filter:
+                if sub.expression_type != TAG and not self._config.enable_property_filter:
                     return req.response(
                         ResponseCode.SYSTEM_ERROR,
                         f"The broker does not support consumer to filter message by {sub.expression_type}",
@@ -100,29 +124,29 @@ class ClientManageProcessor:
         conn.attributes["version"] = req.version
         topics_created = False
         for consumer in data.consumers:
-            group_config = self.b.subscriptions.find(consumer.group_name)
+            group_config = self._subscriptions.find(consumer.group_name)
             retry = retry_topic(consumer.group_name)
             if group_config is not None and validate_topic(retry) is None:  # a group over 120 characters has none
-                _, created = self.b.topics.create_system_like(retry, group_config.retry_queue_nums, PERM_RW)
+                _, created = self._topics.create_system_like(retry, group_config.retry_queue_nums, PERM_RW)
                 topics_created |= created
-            changed = self.b.clients.register_consumer(consumer, channel)
+            changed = self._clients.register_consumer(consumer, channel)
             if changed:
                 log.info("consumer group %s: client %s joined", consumer.group_name, data.client_id)
                 if group_config is None or group_config.notify_consumer_ids_changed_enable:
-                    self.b.notify_consumer_ids_changed(consumer.group_name)
+                    notify_consumer_ids_changed(self._clients, consumer.group_name)
         for group in data.producer_groups:
-            self.b.clients.register_producer(group, channel)
+            self._clients.register_producer(group, channel)
         if topics_created:
-            self.b.registrar_trigger()
+            self._topics_changed()
         return req.response(ResponseCode.SUCCESS)
 
     def unregister_client(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         header = UnregisterClientRequestHeader.decode(req.ext_fields)
         if header.producer_group:
-            self.b.clients.unregister_producer(header.producer_group, conn)
-        if header.consumer_group and self.b.clients.unregister_consumer(header.consumer_group, conn):
+            self._clients.unregister_producer(header.producer_group, conn)
+        if header.consumer_group and self._clients.unregister_consumer(header.consumer_group, conn):
             log.info("consumer group %s: client %s left", header.consumer_group, header.client_id)
-            self.b.notify_consumer_ids_changed(header.consumer_group)
+            notify_consumer_ids_changed(self._clients, header.consumer_group)
         return req.response(ResponseCode.SUCCESS)
 
     def check_client_config(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
@@ -134,7 +158,7 @@ class ClientManageProcessor:
             expression = str(sub.get("subString") or "*")
         except (ValueError, AttributeError) as exc:
             return req.response(ResponseCode.SYSTEM_ERROR, f"malformed client config: {exc}")
-        if expression_type != TAG and not self.b.config.enable_property_filter:
+        if expression_type != TAG and not self._config.enable_property_filter:
             return req.response(
                 ResponseCode.SYSTEM_ERROR,
                 f"The broker does not support consumer to filter message by {expression_type}",
@@ -147,7 +171,7 @@ class ClientManageProcessor:
 
     def get_consumer_list(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         header = GetConsumerListByGroupRequestHeader.decode(req.ext_fields)
-        info = self.b.clients.consumer_group(header.consumer_group)
+        info = self._clients.consumer_group(header.consumer_group)
         if info is None or not info.channels:
             return req.response(
                 ResponseCode.SYSTEM_ERROR,
@@ -159,26 +183,26 @@ class ClientManageProcessor:
 
     def lock_batch(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         request = LockBatchRequest.decode(req.body_bytes())
-        held = self.b.locks.try_lock_batch(
+        held = self._locks.try_lock_batch(
             request.consumer_group, request.mq_set, request.client_id, _now_ms()
         )
         return req.response(ResponseCode.SUCCESS, body=encode_lock_ok(held))
 
     def unlock_batch(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         request = LockBatchRequest.decode(req.body_bytes())
-        self.b.locks.unlock_batch(request.consumer_group, request.mq_set, request.client_id)
+        self._locks.unlock_batch(request.consumer_group, request.mq_set, request.client_id)
         return req.response(ResponseCode.SUCCESS)
 
     # --- offsets ------------------------------------------------------------------------------
 
     def query_consumer_offset(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         h = QueryConsumerOffsetRequestHeader.decode(req.ext_fields)
-        offset = self.b.offsets.query(h.consumer_group, h.topic, h.queue_id)
+        offset = self._offsets.query(h.consumer_group, h.topic, h.queue_id)
         if offset >= 0:
             return req.response(ResponseCode.SUCCESS, ext_fields=OffsetResponseHeader(offset).encode())
         # RocketMQ's rule: a group new to a queue whose first message is still at offset 0
         # starts there, so a fresh consumer on a young topic misses nothing.
-        if self.b.store.get_min_offset_in_queue(h.topic, h.queue_id) <= 0:
+        if self._store.get_min_offset_in_queue(h.topic, h.queue_id) <= 0:
             return req.response(ResponseCode.SUCCESS, ext_fields=OffsetResponseHeader(0).encode())
         return req.response(
             ResponseCode.QUERY_NOT_FOUND,
@@ -190,7 +214,7 @@ class ClientManageProcessor:
         problem = validate_group(h.consumer_group) or validate_topic(h.topic)
         if problem is not None:
             return req.response(ResponseCode.SYSTEM_ERROR, problem)
-        self.b.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
+        self._offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
         return req.response(ResponseCode.SUCCESS)
 
 
@@ -200,3 +224,17 @@ def notify_request(group: str) -> RemotingCommand:
         NotifyConsumerIdsChangedRequestHeader(group).encode(),
         oneway=True,
     )
+
+
+def notify_consumer_ids_changed(clients: ClientManager, group: str) -> None:
+    """Tell every client of ``group`` to rebalance now (oneway, best effort)."""
+    info = clients.consumer_group(group)
+    if info is None:
+        return
+    for channel in list(info.channels.values()):
+        conn = channel.conn
+        if isinstance(conn, Connection) and conn.is_open:
+            try:
+                conn.send(notify_request(group))
+            except ApogeeError as exc:
+                log.debug("notify %s failed: %s", channel.client_id, exc)

@@ -7,8 +7,9 @@ error comes back as SYSTEM_ERROR with the reason.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
 
+from apogee.broker.config import BrokerConfig
+from apogee.broker.transaction import TransactionService
 from apogee.common import constants as c
 from apogee.remoting.codes import RequestCode, ResponseCode
 from apogee.remoting.command import RemotingCommand
@@ -16,15 +17,13 @@ from apogee.remoting.connection import Connection
 from apogee.remoting.headers.send import EndTransactionRequestHeader
 from apogee.remoting.server import RequestDispatcher
 
-if TYPE_CHECKING:
-    from apogee.broker.controller import BrokerController
-
 log = logging.getLogger("apogee.broker.end_transaction")
 
 
 class EndTransactionProcessor:
-    def __init__(self, broker: BrokerController) -> None:
-        self.b = broker
+    def __init__(self, *, config: BrokerConfig, transactions: TransactionService) -> None:
+        self._config = config
+        self._transactions = transactions
 
     def register_with(self, dispatcher: RequestDispatcher) -> None:
         dispatcher.register(RequestCode.END_TRANSACTION, self.end_transaction)
@@ -37,9 +36,9 @@ class EndTransactionProcessor:
             return None
         if kind not in (c.TRANSACTION_COMMIT_TYPE, c.TRANSACTION_ROLLBACK_TYPE):
             return req.response(ResponseCode.SYSTEM_ERROR, f"commitOrRollback {h.commit_or_rollback} is not 0, 8 or 12")
-        if self.b.config.reject_transaction_message:
+        if self._config.reject_transaction_message:
             return req.response(ResponseCode.NO_PERMISSION, "this broker rejects transaction messages")
-        error = self.b.transactions.end(
+        error = self._transactions.end(
             h.producer_group, h.tran_state_table_offset, h.commit_log_offset,
             commit=kind == c.TRANSACTION_COMMIT_TYPE,
         )

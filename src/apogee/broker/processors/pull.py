@@ -13,8 +13,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable
-from typing import TYPE_CHECKING
 
+from apogee.broker.clients import ClientManager
+from apogee.broker.config import BrokerAddress, BrokerConfig
+from apogee.broker.long_polling import PullRequestHoldService
+from apogee.broker.offsets import ConsumerOffsetManager
+from apogee.broker.subscriptions import SubscriptionGroupManager
+from apogee.broker.topics import TopicConfigManager
 from apogee.common import constants as c
 from apogee.filter import TAG, FilterExpressionError, compile_filter
 from apogee.remoting.codes import RequestCode, ResponseCode
@@ -28,10 +33,8 @@ from apogee.remoting.headers.pull import (
     PullMessageResponseHeader,
 )
 from apogee.remoting.server import RequestDispatcher
+from apogee.store.message_store import MessageStore
 from apogee.store.results import GetResult, GetStatus, MessageFilter, TagCodeFilter
-
-if TYPE_CHECKING:
-    from apogee.broker.controller import BrokerController
 
 log = logging.getLogger("apogee.broker.pull")
 
@@ -57,8 +60,26 @@ def _not_found(status: GetStatus, offset: int) -> bool:
 
 
 class PullProcessor:
-    def __init__(self, broker: BrokerController) -> None:
-        self.b = broker
+    def __init__(
+        self,
+        *,
+        config: BrokerConfig,
+        store: MessageStore,
+        topics: TopicConfigManager,
+        subscriptions: SubscriptionGroupManager,
+        offsets: ConsumerOffsetManager,
+        clients: ClientManager,
+        long_polling: PullRequestHoldService,
+        address: BrokerAddress,
+    ) -> None:
+        self._config = config
+        self._store = store
+        self._topics = topics
+        self._subscriptions = subscriptions
+        self._offsets = offsets
+        self._clients = clients
+        self._long_polling = long_polling
+        self._address = address
 
     def register_with(self, dispatcher: RequestDispatcher) -> None:
         dispatcher.register(RequestCode.PULL_MESSAGE, self.pull)
@@ -71,8 +92,8 @@ class PullProcessor:
             return prepared
         message_filter = prepared
         if h.sys_flag & FLAG_COMMIT_OFFSET and h.commit_offset >= 0:
-            self.b.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
-        result = self.b.store.get_message(
+            self._offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
+        result = self._store.get_message(
             h.consumer_group, h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, message_filter=message_filter
         )
         if h.sys_flag & FLAG_SUSPEND and _not_found(result.status, h.queue_offset):
@@ -82,19 +103,19 @@ class PullProcessor:
     async def _hold(
         self, conn: Connection, req: RemotingCommand, h: PullMessageRequestHeader, message_filter: MessageFilter
     ) -> RemotingCommand:
-        if self.b.config.long_polling_enable:
+        if self._config.long_polling_enable:
             timeout_ms = h.suspend_timeout_millis
         else:
-            timeout_ms = self.b.config.short_polling_time_ms
+            timeout_ms = self._config.short_polling_time_ms
         timeout_ms = max(0, min(timeout_ms, 60_000))
         # This task starts a loop turn after the empty read: a message dispatched in between
         # notified nobody, so look again before waiting (no await until the waiter is registered).
-        if self.b.store.get_max_offset_in_queue(h.topic, h.queue_id) <= h.queue_offset:
-            await self.b.long_polling.wait(
+        if self._store.get_max_offset_in_queue(h.topic, h.queue_id) <= h.queue_offset:
+            await self._long_polling.wait(
                 h.topic, h.queue_id, h.queue_offset, timeout_ms / 1000, message_filter.is_matched_by_consume_queue,
                 owner=conn,
             )
-        result = await self.b.store.get_message_async(
+        result = await self._store.get_message_async(
             h.consumer_group, h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, message_filter=message_filter
         )
         return self._response(req, h, result)
@@ -102,13 +123,13 @@ class PullProcessor:
     def _prepare(self, req: RemotingCommand, h: PullMessageRequestHeader) -> MessageFilter | RemotingCommand:
         """The pull's filter, or its refusal.  A group that does not exist yet is created
         (when allowed) only once the pull is accepted: a refused pull changes no table."""
-        if not self.b.config.broker_permission & c.PERM_READ:
+        if not self._config.broker_permission & c.PERM_READ:
             return req.response(
-                ResponseCode.NO_PERMISSION, f"the broker[{self.b.broker_addr}] pulling message is forbidden"
+                ResponseCode.NO_PERMISSION, f"the broker[{self._address.addr}] pulling message is forbidden"
             )
-        group = self.b.subscriptions.get(h.consumer_group)
+        group = self._subscriptions.get(h.consumer_group)
         if group is None:
-            problem = self.b.subscriptions.creation_problem(h.consumer_group)
+            problem = self._subscriptions.creation_problem(h.consumer_group)
             if problem is not None:
                 return req.response(
                     ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
@@ -118,12 +139,12 @@ class PullProcessor:
             return req.response(ResponseCode.NO_PERMISSION, f"subscription group no permission, {h.consumer_group}")
         prepared = self._check(req, h)
         if group is None and prepared.__class__ is not RemotingCommand:
-            self.b.subscriptions.find(h.consumer_group)  # accepted: auto-create it now
+            self._subscriptions.find(h.consumer_group)  # accepted: auto-create it now
         return prepared
 
     def _check(self, req: RemotingCommand, h: PullMessageRequestHeader) -> MessageFilter | RemotingCommand:
         """Topic, queue and subscription checks of a pull; its filter when they pass."""
-        config = self.b.topics.get(h.topic)
+        config = self._topics.get(h.topic)
         if config is None:
             return req.response(
                 ResponseCode.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist, apply first please!"
@@ -138,7 +159,7 @@ class PullProcessor:
             )
         if h.sys_flag & FLAG_SUBSCRIPTION:
             expression_type = h.expression_type or TAG
-            if expression_type != TAG and not self.b.config.enable_property_filter:
+            if expression_type != TAG and not self._config.enable_property_filter:
                 return req.response(
                     ResponseCode.SYSTEM_ERROR,
                     "The broker does not support consumer to filter message by " + expression_type,
@@ -149,7 +170,7 @@ class PullProcessor:
                 return req.response(
                     ResponseCode.SUBSCRIPTION_PARSE_FAILED, f"parse the consumer's subscription failed: {exc}"
                 )
-        info = self.b.clients.consumer_group(h.consumer_group)
+        info = self._clients.consumer_group(h.consumer_group)
         if info is None:
             return req.response(
                 ResponseCode.SUBSCRIPTION_NOT_EXIST,

@@ -8,13 +8,18 @@ Which sends are taken, and with which answer otherwise, is decided by ``send_rul
 statement of every rule); the C fast path for plain SEND_MESSAGE_V2 judges with the same
 functions and only declines more.
 
-Rewrites applied on the way in, as the Java broker does:
+Rewrites applied on the way in, as the Java broker does (``rewrite``, shared with the
+schedule and transaction services):
 
 * a retry-topic message past its group's max reconsume times goes to ``%DLQ%<group>``;
 * a message with ``DELAY=n`` goes to ``SCHEDULE_TOPIC_XXXX`` queue n-1, its real topic and
   queue kept in ``REAL_TOPIC``/``REAL_QID`` (the schedule service moves it back when due);
 * a message with ``TRAN_MSG=true`` becomes a half message in ``RMQ_SYS_TRANS_HALF_TOPIC``;
-* ``CLUSTER`` is added and ``WAIT`` dropped from the stored properties.
+* ``CLUSTER`` is added and ``WAIT`` dropped from the stored properties;
+* a message a consumer hands back (CONSUMER_SEND_MSG_BACK) goes to its group's retry topic
+  after a delay, or to its DLQ.
+
+The processor is given the tables, store and address it uses; it never sees the controller.
 """
 
 from __future__ import annotations
@@ -23,13 +28,17 @@ import asyncio
 import logging
 import random
 import zlib
-from collections.abc import Awaitable
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable
 
+from apogee.broker import rewrite
 from apogee.broker import send_rules as rules
+from apogee.broker.config import BrokerAddress, BrokerConfig
+from apogee.broker.persistence import TableWriter
 from apogee.broker.records import message_at
+from apogee.broker.reput import reput
 from apogee.broker.send_rules import Refusal
-from apogee.broker.topics import PERM_RW
+from apogee.broker.subscriptions import SubscriptionGroupManager
+from apogee.broker.topics import PERM_RW, TopicConfigManager
 from apogee.common import constants as c
 from apogee.common.accel import native
 from apogee.common.java_hash import tags_code
@@ -40,7 +49,6 @@ from apogee.common.message_codec import (
     parse_properties,
     properties_to_string,
 )
-from apogee.common.message_id import create_offset_msg_id
 from apogee.common.validators import validate_group, validate_topic
 from apogee.remoting.bodies.route import TopicConfigData
 from apogee.remoting.codes import VERSION_V3_4_9, RequestCode, ResponseCode
@@ -53,11 +61,10 @@ from apogee.remoting.headers.send import (
     SendMessageResponseHeader,
 )
 from apogee.remoting.server import Answer, FieldsAnswer, RequestDispatcher
+from apogee.store.config import StoreConfig
 from apogee.store.inner import InnerBatch, InnerMessage, PlainMessage
+from apogee.store.message_store import MessageStore
 from apogee.store.results import PutResult, PutStatus
-
-if TYPE_CHECKING:
-    from apogee.broker.controller import BrokerController
 
 log = logging.getLogger("apogee.broker.send")
 
@@ -118,8 +125,31 @@ _STATUS_TO_CODE: dict[PutStatus, tuple[int, str | None]] = {
 
 
 class SendProcessor:
-    def __init__(self, broker: BrokerController) -> None:
-        self.b = broker
+    """``topics_changed`` is called when a send creates a topic (the NameServers should
+    learn it); ``max_delay_level`` is the highest delay level."""
+
+    def __init__(
+        self,
+        *,
+        config: BrokerConfig,
+        store_config: StoreConfig,
+        store: MessageStore,
+        topics: TopicConfigManager,
+        subscriptions: SubscriptionGroupManager,
+        table_writer: TableWriter,
+        address: BrokerAddress,
+        max_delay_level: int,
+        topics_changed: Callable[[], None],
+    ) -> None:
+        self._config = config
+        self._store_config = store_config
+        self._store = store
+        self._topics = topics
+        self._subscriptions = subscriptions
+        self._table_writer = table_writer
+        self._address = address
+        self._max_delay_level = max_delay_level
+        self._topics_changed = topics_changed
         self._random = random.Random()
         # topic -> (its config, the broker permission, sysflag bits) for which the rules that
         # depend on the topic alone accepted plain sends (``_plain_topic``).
@@ -152,17 +182,17 @@ class SendProcessor:
         """RocketMQ's msgCheck (``send_rules`` 1-5): permission, topic name, topic existence,
         topic permission, queue id.  A topic that may be auto-created is judged as it would
         be created, and returned with True: the caller adds it once the send is accepted."""
-        refusal = rules.broker_refusal(self.b.config.broker_permission, self.b.broker_addr) \
+        refusal = rules.broker_refusal(self._config.broker_permission, self._address.addr) \
             or rules.topic_name_refusal(h.topic)
         if refusal is not None:
             return None, False, self._refuse(req, refusal)
-        config = self.b.topics.get(h.topic)
+        config = self._topics.get(h.topic)
         new_topic = config is None
         if config is None:
             if rules.is_retry_topic(h.topic):
                 config = TopicConfigData(h.topic, 1, 1, PERM_RW)
             else:
-                config = self.b.topics.plan_in_send(h.topic, h.default_topic, h.default_topic_queue_nums)
+                config = self._topics.plan_in_send(h.topic, h.default_topic, h.default_topic_queue_nums)
             if config is None:
                 return None, False, self._refuse(req, rules.missing_topic(h.topic))
         refusal = rules.topic_perm_refusal(h.topic, config.perm) \
@@ -172,7 +202,7 @@ class SendProcessor:
         return config, new_topic, None
 
     def _check_body(self, req: RemotingCommand, body: bytes) -> RemotingCommand | None:
-        refusal = rules.body_refusal(len(body), self.b.store_config.max_message_size)
+        refusal = rules.body_refusal(len(body), self._store_config.max_message_size)
         return None if refusal is None else self._refuse(req, refusal)
 
     def _pick_queue(self, h: SendMessageRequestHeader, config: TopicConfigData) -> int:
@@ -204,15 +234,14 @@ class SendProcessor:
             return bad
         props = parse_properties(h.properties) if h.properties else {}
         sysflag = h.sys_flag | rules.topic_sysflag_bits(config.topic_filter_type)
-        tran_type = c.transaction_type(sysflag)
-        half = props.get(c.TRAN_MSG) == "true" and tran_type in (c.TRANSACTION_NOT_TYPE, c.TRANSACTION_PREPARED_TYPE)
+        half = rewrite.is_half(props, sysflag)
         if half:
-            refusal = rules.transaction_refusal(self.b.config.reject_transaction_message, self.b.broker_addr)
+            refusal = rules.transaction_refusal(self._config.reject_transaction_message, self._address.addr)
             if refusal is not None:
                 return self._refuse(req, refusal)
         topic = h.topic
         reconsume_times = h.reconsume_times or 0
-        redirected: tuple[str, int] | None = None
+        redirected: str | None = None
         if rules.is_retry_topic(topic):
             routed = self._retry_or_dlq(req, h, topic, reconsume_times)
             if isinstance(routed, RemotingCommand):
@@ -220,31 +249,34 @@ class SendProcessor:
             redirected = routed
         # Accepted: from here on tables may change.
         table_version = self._create_topic(config) if new_topic else 0
-        queue_id = self._pick_queue(h, config)
-        if redirected is not None:
-            topic, queue_id = redirected
-        if half:
-            props[c.REAL_TOPIC] = topic
-            props[c.REAL_QID] = str(queue_id)
-            topic, queue_id = c.RMQ_SYS_TRANS_HALF_TOPIC, 0
-            sysflag = c.reset_transaction_type(sysflag, c.TRANSACTION_NOT_TYPE)
-            tran_type = c.TRANSACTION_NOT_TYPE
-
-        props.pop(c.WAIT, None)
-        props[c.CLUSTER] = self.b.config.broker_cluster_name
-        msg = self._message(conn, topic, queue_id, body, h.flag, props, sysflag, h.born_timestamp, reconsume_times)
-        if topic != c.RMQ_SYS_TRANS_HALF_TOPIC:  # a half's delay applies when it is committed
-            self.apply_delay(msg, props, tran_type)
-        result, durable = self.b.store.put_message_nowait(msg)
+        queue_id = 0 if redirected is not None else self._pick_queue(h, config)
+        placed = rewrite.received(
+            rewrite.Placement(redirected or topic, queue_id, props, sysflag),
+            cluster=self._config.broker_cluster_name, half=half, max_delay_level=self._max_delay_level,
+        )
+        msg = InnerMessage(
+            topic=placed.topic,
+            queue_id=placed.queue_id,
+            body=body,
+            flag=h.flag,
+            properties=properties_to_string(placed.properties),
+            sysflag=placed.sysflag,
+            born_timestamp=h.born_timestamp,
+            born_host=_ipv4_peer(conn),
+            store_host=self._address.store_host,
+            reconsume_times=reconsume_times,
+            tags_code=tags_code(placed.properties.get(c.TAGS)),
+        )
+        result, durable = self._store.put_message_nowait(msg)
         return self._answer(req, result, durable, msg.queue_id, table_version)
 
     def _create_topic(self, config: TopicConfigData) -> int:
         """Add a topic an accepted send created; the topic table's version that holds it."""
-        _, created = self.b.topics.add_if_absent(config)
+        _, created = self._topics.add_if_absent(config)
         if created:
             log.info("auto-created topic %s with %d queues", config.topic_name, config.write_queue_nums)
-            self.b.registrar_trigger()
-        return self.b.topics.file.version
+            self._topics_changed()
+        return self._topics.file.version
 
     def _answer(
         self, req: RemotingCommand, result: PutResult, durable: Awaitable[PutStatus] | None, queue_id: int,
@@ -264,8 +296,8 @@ class SendProcessor:
         A table write that does not finish in syncFlushTimeout answers FLUSH_DISK_TIMEOUT
         (stored, not yet durable), as a slow CommitLog flush does."""
         # The table is written while the CommitLog flushes, not after.
-        table = asyncio.ensure_future(self.b.table_writer.saved(
-            self.b.topics.file, version, self.b.store_config.sync_flush_timeout_ms / 1000
+        table = asyncio.ensure_future(self._table_writer.saved(
+            self._topics.file, version, self._store_config.sync_flush_timeout_ms / 1000
         ))
         status = await durable
         table_saved = await table
@@ -292,7 +324,7 @@ class SendProcessor:
         ext = req.ext_fields
         if not ext:
             return None
-        name = self.b.config.broker_cluster_name
+        name = self._config.broker_cluster_name
         if self._cluster[0] != name:
             self._cluster = (name, f"{c.CLUSTER}\x01{name}".encode())
         extra = self._cluster[1]
@@ -300,11 +332,11 @@ class SendProcessor:
         if fields is None:
             return None
         topic, queue_id, sysflag, born_timestamp, flag, props, reconsume_times, props_len = fields
-        config = self.b.topics.get(topic)
+        config = self._topics.get(topic)
         if config is None:
             return None
         plain = self._plain.get(topic)
-        broker_perm = self.b.config.broker_permission
+        broker_perm = self._config.broker_permission
         if plain is None or plain[0] is not config or plain[1] != broker_perm:
             plain = self._plain_topic(topic, config, broker_perm)
             if plain is None:
@@ -316,16 +348,16 @@ class SendProcessor:
             queue_id < 0
             or sysflag & _TRAN_MASK
             or _queue_refusal(topic, queue_id, config.read_queue_nums, config.write_queue_nums)
-            or _body_refusal(len(body), self.b.store_config.max_message_size)
+            or _body_refusal(len(body), self._store_config.max_message_size)
         ):
             return None
         born_host = conn.attributes.get(_BORN_HOST)
         if born_host is None:
             born_host = conn.attributes[_BORN_HOST] = _ipv4_peer(conn)
         # A NamedTuple built without its __new__ (its argument handling costs more than the rest).
-        result, durable = self.b.store.put_plain_nowait(_new_tuple(PlainMessage, (
+        result, durable = self._store.put_plain_nowait(_new_tuple(PlainMessage, (
             topic, queue_id, body, props, extra, props_len, sysflag | plain[2], flag, born_timestamp, born_host,
-            (self.b.store_ip, self.b.listen_port), reconsume_times,
+            self._address.store_host, reconsume_times,
         )))
         if durable is None:
             return self._response(req, result, queue_id=queue_id)
@@ -356,73 +388,33 @@ class SendProcessor:
             result.status = status
         return self._response(req, result, queue_id=queue_id)
 
+    def _max_reconsume_times(self, req: RemotingCommand, header_max: int | None, group_max: int) -> int:
+        """The group's max reconsume times, or the client's own from V3_4_9 on."""
+        if req.version >= VERSION_V3_4_9 and header_max is not None:
+            return header_max
+        return group_max
+
     def _retry_or_dlq(
         self,
         req: RemotingCommand,
         h: SendMessageRequestHeader,
         topic: str,
         reconsume_times: int,
-    ) -> tuple[str, int] | RemotingCommand | None:
-        """Where a message sent to a retry topic goes: its DLQ past the group's max reconsume
-        times (None: the retry topic itself).  Refused when the group does not exist."""
+    ) -> str | RemotingCommand | None:
+        """Where a message sent to a retry topic goes: its DLQ (queue 0) past the group's max
+        reconsume times (None: the retry topic itself).  Refused when the group does not exist."""
         group = topic[len(c.RETRY_GROUP_TOPIC_PREFIX) :]
-        group_config = self.b.subscriptions.find(group)
+        group_config = self._subscriptions.find(group)
         if group_config is None:
-            return self._refuse(req, rules.missing_group(group, self.b.subscriptions.creation_problem(group)))
-        max_times = group_config.retry_max_times
-        if req.version >= VERSION_V3_4_9 and h.max_reconsume_times is not None:
-            max_times = h.max_reconsume_times
+            return self._refuse(req, rules.missing_group(group, self._subscriptions.creation_problem(group)))
+        max_times = self._max_reconsume_times(req, h.max_reconsume_times, group_config.retry_max_times)
         if reconsume_times > max_times:
             dlq = c.dlq_topic(group)
-            config, created = self.b.topics.create_system_like(dlq, c.DLQ_NUMS_PER_GROUP, PERM_RW)
+            config, created = self._topics.create_system_like(dlq, c.DLQ_NUMS_PER_GROUP, PERM_RW)
             if created:
-                self.b.registrar_trigger()
-            return dlq, 0
+                self._topics_changed()
+            return dlq
         return None
-
-    def apply_delay(self, msg: InnerMessage, props: dict[str, str], tran_type: int) -> None:
-        level_text = props.get(c.DELAY)
-        if not level_text or tran_type not in (c.TRANSACTION_NOT_TYPE, c.TRANSACTION_COMMIT_TYPE):
-            return
-        try:
-            level = int(level_text)
-        except ValueError:
-            return
-        if level <= 0:
-            return
-        level = min(level, len(self.b.delay_levels_ms))
-        props[c.DELAY] = str(level)
-        props[c.REAL_TOPIC] = msg.topic
-        props[c.REAL_QID] = str(msg.queue_id)
-        msg.topic = c.SCHEDULE_TOPIC
-        msg.queue_id = level - 1
-        msg.properties = properties_to_string(props)
-
-    def _message(
-        self,
-        conn: Connection,
-        topic: str,
-        queue_id: int,
-        body: bytes,
-        flag: int,
-        props: dict[str, str],
-        sysflag: int,
-        born_timestamp: int,
-        reconsume_times: int,
-    ) -> InnerMessage:
-        return InnerMessage(
-            topic=topic,
-            queue_id=queue_id,
-            body=body,
-            flag=flag,
-            properties=properties_to_string(props),
-            sysflag=sysflag,
-            born_timestamp=born_timestamp,
-            born_host=_ipv4_peer(conn),
-            store_host=(self.b.store_ip, self.b.listen_port),
-            reconsume_times=reconsume_times,
-            tags_code=tags_code(props.get(c.TAGS)),
-        )
 
     def _response(self, req: RemotingCommand, result: PutResult, *, queue_id: int) -> Answer:
         """SendMessageResponseHeader's fields, in ``_ANSWER_KEYS`` order: one answer per send."""
@@ -431,7 +423,7 @@ class SendProcessor:
             code, remark = _STATUS_TO_CODE.get(result.status, (ResponseCode.SYSTEM_ERROR, result.status.name))
             if code not in _STORED_CODES:  # nothing stored: no id, no offset
                 return req.response(code, remark)
-        config = self.b.config
+        config = self._config
         values = (
             result.msg_id, queue_id, result.logics_offset, config.region_id, "true" if config.trace_on else "false",
         )
@@ -456,17 +448,17 @@ class SendProcessor:
             # The C++ client 1.2.3 compresses the whole batch body; undo it and store the
             # inner messages uncompressed.
             try:
-                body = zlib.decompressobj().decompress(body, self.b.store_config.max_message_size * 2)
+                body = zlib.decompressobj().decompress(body, self._store_config.max_message_size * 2)
             except zlib.error as exc:
                 return req.response(ResponseCode.MESSAGE_ILLEGAL, f"the compressed batch body does not inflate: {exc}")
             sysflag &= ~c.COMPRESSED_FLAG
         batch_props = parse_properties(h.properties) if h.properties else {}
         batch_props.pop(c.WAIT, None)
-        batch_props[c.CLUSTER] = self.b.config.broker_cluster_name
+        batch_props[c.CLUSTER] = self._config.broker_cluster_name
         batch_pstr = properties_to_string(batch_props)
         # The C path writes the records straight from the body; it declines anything unusual,
         # which then gets the checks (and the error answers) below.
-        scan = native.scan_batch(body, batch_pstr.encode("utf-8"), self.b.store_config.max_message_size) \
+        scan = native.scan_batch(body, batch_pstr.encode("utf-8"), self._store_config.max_message_size) \
             if native is not None else None
         if scan is not None:
             items: list[BatchItem] = []
@@ -496,10 +488,10 @@ class SendProcessor:
             sysflag=sysflag,
             born_timestamp=h.born_timestamp,
             born_host=_ipv4_peer(conn),
-            store_host=(self.b.store_ip, self.b.listen_port),
+            store_host=self._address.store_host,
             reconsume_times=h.reconsume_times or 0,
         )
-        result, durable = self.b.store.put_messages_nowait(batch)
+        result, durable = self._store.put_messages_nowait(batch)
         return self._answer(req, result, durable, queue_id, table_version)
 
     # --- send back (retry / DLQ) --------------------------------------------------------------
@@ -509,7 +501,7 @@ class SendProcessor:
         topic with a delay level, or to its DLQ past the max reconsume times.  Refusals first
         (broker permission, the group and its retry topic's names, the message), then changes."""
         h = ConsumerSendMsgBackRequestHeader.decode(req.ext_fields)
-        refusal = rules.broker_refusal(self.b.config.broker_permission, self.b.broker_addr)
+        refusal = rules.broker_refusal(self._config.broker_permission, self._address.addr)
         if refusal is not None:
             return self._refuse(req, refusal)
         problem = validate_group(h.group)
@@ -520,62 +512,42 @@ class SendProcessor:
             return req.response(
                 ResponseCode.SYSTEM_ERROR, f"the retry topic of group {h.group} is not a legal topic: {problem}"
             )
-        original = message_at(self.b.store, h.offset)
+        original = message_at(self._store, h.offset)
         if original is None:
             return req.response(ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {h.offset}")
-        group_config = self.b.subscriptions.find(h.group)
+        group_config = self._subscriptions.find(h.group)
         if group_config is None:
-            return self._refuse(req, rules.missing_group(h.group, self.b.subscriptions.creation_problem(h.group)))
+            return self._refuse(req, rules.missing_group(h.group, self._subscriptions.creation_problem(h.group)))
         if group_config.retry_queue_nums <= 0:
             return req.response(ResponseCode.SUCCESS)
-        props = dict(original.properties)
-        if c.RETRY_TOPIC not in props:
-            props[c.RETRY_TOPIC] = original.topic
-        props.pop(c.WAIT, None)
-        max_times = group_config.retry_max_times
-        if req.version >= VERSION_V3_4_9 and h.max_reconsume_times is not None:
-            max_times = h.max_reconsume_times
-        delay = h.delay_level
+        max_times = self._max_reconsume_times(req, h.max_reconsume_times, group_config.retry_max_times)
         reconsume = original.reconsume_times
-        if reconsume >= max_times or delay < 0:
+        dlq = rewrite.to_dlq(reconsume, max_times, h.delay_level)
+        if dlq:
             topic = c.dlq_topic(h.group)
-            config, created = self.b.topics.create_system_like(topic, c.DLQ_NUMS_PER_GROUP, PERM_RW)
+            config, created = self._topics.create_system_like(topic, c.DLQ_NUMS_PER_GROUP, PERM_RW)
             queue_id = 0
-            delay = 0
         else:
             topic = c.retry_topic(h.group)
-            config, created = self.b.topics.create_system_like(topic, group_config.retry_queue_nums, PERM_RW)
+            config, created = self._topics.create_system_like(topic, group_config.retry_queue_nums, PERM_RW)
             queue_id = self._random.randrange(max(1, group_config.retry_queue_nums))
-            if delay == 0:
-                delay = 3 + reconsume
         if created:
-            self.b.registrar_trigger()
+            self._topics_changed()
         refusal = rules.topic_perm_refusal(topic, config.perm)
         if refusal is not None:
             return self._refuse(req, refusal)
-        if c.ORIGIN_MESSAGE_ID not in props:
-            props[c.ORIGIN_MESSAGE_ID] = h.origin_msg_id or create_offset_msg_id(
-                original.store_host[0], original.store_host[1], original.commit_log_offset
-            )
-        if delay > 0:
-            props[c.DELAY] = str(delay)
-        else:
-            props.pop(c.DELAY, None)
-        msg = InnerMessage(
-            topic=topic,
+        placed = rewrite.sent_back(
+            rewrite.Placement.of(original),
+            group=h.group,
+            dlq=dlq,
             queue_id=queue_id,
-            body=original.body,
-            flag=original.flag,
-            properties=properties_to_string(props),
-            sysflag=original.sys_flag,
-            born_timestamp=original.born_timestamp,
-            born_host=original.born_host,
-            store_host=(self.b.store_ip, self.b.listen_port),
-            reconsume_times=reconsume + 1,
-            tags_code=tags_code(props.get(c.TAGS)),
+            delay_level=h.delay_level,
+            reconsume_times=reconsume,
+            origin_msg_id=original.offset_msg_id,  # RocketMQ's msgExt.getMsgId(), not the header's
+            max_delay_level=self._max_delay_level,
         )
-        self.apply_delay(msg, props, c.TRANSACTION_NOT_TYPE)
-        result = await self.b.store.put_message(msg)
+        msg = reput(original, placed, self._address.store_host, reconsume_times=reconsume + 1)
+        result = await self._store.put_message(msg)
         if result.status != PutStatus.PUT_OK:
             code, remark = _STATUS_TO_CODE.get(result.status, (ResponseCode.SYSTEM_ERROR, result.status.name))
             return req.response(code if code != ResponseCode.SUCCESS else ResponseCode.SYSTEM_ERROR, remark)
