@@ -5,16 +5,21 @@ batch records are stored with the batch's own properties as RocketMQ stores them
 from __future__ import annotations
 
 import re
+import struct
+import time
 from collections.abc import Iterator
 
 import pytest
 
 from apogee.remoting.client import RemotingClient
-from apogee.remoting.codes import ResponseCode
+from apogee.remoting.codes import RequestCode, ResponseCode
 from apogee.remoting.command import RemotingCommand
 from apogee.remoting.connection import Connection
+from apogee.remoting.headers.send import SendMessageRequestHeaderV2
 from apogee.remoting.server import MAX_UNSERVED_CODES_LOGGED
+from tests.support.names import unique
 from tests.support.processes import ServerProcess, start_broker, start_namesrv
+from tests.support.wire import pull_all, wait_dispatched
 
 T = 5000
 
@@ -77,3 +82,69 @@ async def test_a_client_trying_every_code_leaves_a_bounded_number_of_lines(broke
         assert resp.code == ResponseCode.SUCCESS
     finally:
         await client.close()
+
+
+# --- batch records ---------------------------------------------------------------------------
+
+# RocketMQ 4.9.8's record with IPv4 hosts (CommitLog.calMsgLength): TOTALSIZE 4, MAGICCODE 4,
+# BODYCRC 4, QUEUEID 4, FLAG 4, QUEUEOFFSET 8, PHYSICALOFFSET 8, SYSFLAG 4, BORNTIMESTAMP 8,
+# BORNHOST 8, STORETIMESTAMP 8, STOREHOST 8, RECONSUMETIMES 4, PREPARED TRANSACTION OFFSET 8,
+# BODYLENGTH 4 + body, TOPICLENGTH 1 + topic, PROPERTIESLENGTH 2 + properties.
+RECORD_FIXED = 4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + 8 + 8 + 8 + 4 + 8 + 4 + 1 + 2
+
+
+def _java_batch_item(flag: int, body: bytes, properties: str) -> bytes:
+    """One message of a batch body as the Java client writes it (MessageDecoder.encodeMessage):
+    TOTALSIZE, MAGICCODE 0, BODYCRC 0, FLAG, BODYLENGTH, body, PROPERTIESLENGTH, properties."""
+    props = properties.encode()
+    size = 4 + 4 + 4 + 4 + 4 + len(body) + 2 + len(props)
+    return struct.pack(">iiiii", size, 0, 0, flag, len(body)) + body + struct.pack(">h", len(props)) + props
+
+
+def _stored_properties_length(own: str, batch: str) -> int:
+    """CommitLog.MessageExtBatchEncoder: a record's properties are the message's own, then a
+    separator unless they are empty or already end with one, then the batch's properties."""
+    own_len, batch_len = len(own.encode()), len(batch.encode())
+    separator = 1 if own_len > 0 and batch_len > 0 and not own.endswith("\x02") else 0
+    return own_len + separator + batch_len
+
+
+async def test_batch_records_have_rocketmq_sizes_with_the_batch_properties(broker: ServerProcess) -> None:
+    topic = unique("Batch")
+    items = [  # (flag, body, the message's own properties string)
+        (0, b"a" * 10, "KEYS\x01k0\x02WAIT\x01true\x02UNIQ_KEY\x01AC11000100002A9F0000000000000000"),
+        (7, "é😀".encode(), "TAGS\x01T\x02WAIT\x01true\x02"),  # a trailing separator: no extra one
+        (0, b"x", ""),  # no properties of its own: the batch's alone
+    ]
+    # The batch's own properties, as DefaultMQProducer.send(Collection) sends them
+    # (MessageBatch.generateFromList sets the first message's WAIT).
+    header = SendMessageRequestHeaderV2(
+        producer_group="java-batch", topic=topic, default_topic="TBW102", default_topic_queue_nums=4,
+        queue_id=0, sys_flag=0, born_timestamp=int(time.time() * 1000), flag=0,
+        properties="WAIT\x01true", batch=True,
+    )
+    body = b"".join(_java_batch_item(*item) for item in items)
+    client = RemotingClient()
+    try:
+        resp = await client.invoke(
+            broker.addr, RemotingCommand.request(RequestCode.SEND_BATCH_MESSAGE, header.encode(), body), T
+        )
+        assert resp.code == ResponseCode.SUCCESS, resp.remark
+        await wait_dispatched(client, broker.addr, topic, 0, len(items))
+        stored = await pull_all(client, broker.addr, topic, queues=1)
+    finally:
+        await client.close()
+    batch_props = "CLUSTER\x01DefaultCluster\x02WAIT\x01true"  # any order: the same length
+    expected = [
+        RECORD_FIXED + len(body) + len(topic.encode()) + _stored_properties_length(props, batch_props)
+        for _, body, props in items
+    ]
+    assert [m.store_size for m in stored] == expected
+    # Ten bytes a record more than before: "\x02WAIT\x01true", the batch's WAIT kept.
+    assert [m.store_size for m in stored] == [
+        RECORD_FIXED + len(body) + len(topic.encode()) + _stored_properties_length(props, "CLUSTER\x01DefaultCluster")
+        + 10 for _, body, props in items
+    ]
+    for m, (flag, body, _) in zip(stored, items, strict=True):
+        assert (m.flag, m.body, m.properties["WAIT"], m.properties["CLUSTER"]) == (flag, body, "true", "DefaultCluster")
+    assert stored[0].properties["KEYS"] == "k0" and stored[1].properties["TAGS"] == "T"

@@ -14,7 +14,8 @@ Rewrites applied on the way in, as the Java broker does:
 * a message with ``DELAY=n`` goes to ``SCHEDULE_TOPIC_XXXX`` queue n-1, its real topic and
   queue kept in ``REAL_TOPIC``/``REAL_QID`` (the schedule service moves it back when due);
 * a message with ``TRAN_MSG=true`` becomes a half message in ``RMQ_SYS_TRANS_HALF_TOPIC``;
-* ``CLUSTER`` is added and ``WAIT`` dropped from the stored properties.
+* ``CLUSTER`` is added and ``WAIT`` dropped from the stored properties (a batch's own
+  properties keep ``WAIT``, as RocketMQ's batch path does).
 """
 
 from __future__ import annotations
@@ -460,8 +461,10 @@ class SendProcessor:
             except zlib.error as exc:
                 return req.response(ResponseCode.MESSAGE_ILLEGAL, f"the compressed batch body does not inflate: {exc}")
             sysflag &= ~c.COMPRESSED_FLAG
+        # The batch's own properties, appended to every record's: CLUSTER added and, unlike a
+        # single send's, WAIT kept (RocketMQ 4.9.8's batch path stores the header's properties
+        # as they came; a Java client's batch carries WAIT=true: 10 bytes a record).
         batch_props = parse_properties(h.properties) if h.properties else {}
-        batch_props.pop(c.WAIT, None)
         batch_props[c.CLUSTER] = self.b.config.broker_cluster_name
         batch_pstr = properties_to_string(batch_props)
         # The C path writes the records straight from the body; it declines anything unusual,
