@@ -19,7 +19,8 @@ from apogee.remoting.headers.send import SendMessageRequestHeaderV2
 from apogee.remoting.server import MAX_UNSERVED_CODES_LOGGED
 from tests.support.names import unique
 from tests.support.processes import ServerProcess, start_broker, start_namesrv
-from tests.support.wire import pull_all, wait_dispatched
+from tests.support.waiting import next_millisecond, now_ms
+from tests.support.wire import pull_all, send_request, wait_dispatched
 
 T = 5000
 
@@ -148,3 +149,58 @@ async def test_batch_records_have_rocketmq_sizes_with_the_batch_properties(broke
     for m, (flag, body, _) in zip(stored, items, strict=True):
         assert (m.flag, m.body, m.properties["WAIT"], m.properties["CLUSTER"]) == (flag, body, "true", "DefaultCluster")
     assert stored[0].properties["KEYS"] == "k0" and stored[1].properties["TAGS"] == "T"
+
+
+# --- searchOffset ----------------------------------------------------------------------------
+
+
+async def _search(client: RemotingClient, addr: str, topic: str, ts: int, boundary: str | None = None) -> int:
+    """SEARCH_OFFSET_BY_TIMESTAMP as a 4.x client sends it (no boundaryType), or with
+    RocketMQ 5's boundaryType."""
+    fields = {"topic": topic, "queueId": "0", "timestamp": str(ts)}
+    if boundary is not None:
+        fields["boundaryType"] = boundary
+    resp = await client.invoke(addr, RemotingCommand.request(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, fields), T)
+    assert resp.code == ResponseCode.SUCCESS, resp.remark
+    return int((resp.ext_fields or {})["offset"])
+
+
+async def test_search_offset_names_the_message_rocketmq_names(broker: ServerProcess) -> None:
+    topic = unique("Search")
+    client = RemotingClient()
+    try:
+        for i in range(3):  # three messages, each in a millisecond of its own
+            resp = await client.invoke(broker.addr, send_request(topic, f"m{i}".encode()), T)
+            assert resp.code == ResponseCode.SUCCESS, resp.remark
+            next_millisecond(now_ms())
+        await wait_dispatched(client, broker.addr, topic, 0, 3)
+        t0, t1, t2 = [m.store_timestamp for m in await pull_all(client, broker.addr, topic, queues=1)]
+        assert t0 < t1 < t2
+        addr = broker.addr
+        # A time after the last message: the last message (max offset - 1), as RocketMQ
+        # 4.9.8's ConsumeQueue.getOffsetInQueueByTime answers; the max offset only for
+        # RocketMQ 5's LOWER boundary.
+        future = now_ms() + 3_600_000
+        assert await _search(client, addr, topic, future) == 2
+        assert await _search(client, addr, topic, future, "LOWER") == 3
+        assert await _search(client, addr, topic, future, "UPPER") == 2
+        # Before the first message: the first.
+        assert await _search(client, addr, topic, t0 - 60_000) == 0
+        # A message's own time: that message.
+        assert [await _search(client, addr, topic, t) for t in (t0, t1, t2)] == [0, 1, 2]
+        # Between two messages: the nearer one, the earlier on a tie.
+        for ts in range(t0 + 1, t1):
+            expected = 0 if ts - t0 <= t1 - ts else 1
+            assert await _search(client, addr, topic, ts) == expected, (t0, ts, t1)
+            assert await _search(client, addr, topic, ts, "LOWER") == 1
+            assert await _search(client, addr, topic, ts, "upper") == 0
+        # resetOffsetByTime uses the same rule: a future time puts a group on the last message.
+        group = unique("G")
+        reset = {"topic": topic, "group": group, "timestamp": str(future), "isForce": "true"}
+        resp = await client.invoke(addr, RemotingCommand.request(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, reset), T)
+        assert resp.code == ResponseCode.SUCCESS, resp.remark
+        q = {"consumerGroup": group, "topic": topic, "queueId": "0"}
+        resp = await client.invoke(addr, RemotingCommand.request(RequestCode.QUERY_CONSUMER_OFFSET, q), T)
+        assert (resp.ext_fields or {})["offset"] == "2"
+    finally:
+        await client.close()

@@ -326,8 +326,8 @@ class SyncPullConsumer(_SyncBase):
     def min_offset(self, mq: MessageQueue) -> int:
         return self._run(self.consumer.min_offset(mq))
 
-    def search_offset(self, mq: MessageQueue, timestamp_ms: int) -> int:
-        return self._run(self.consumer.search_offset(mq, timestamp_ms))
+    def search_offset(self, mq: MessageQueue, timestamp_ms: int, boundary: str | None = None) -> int:
+        return self._run(self.consumer.search_offset(mq, timestamp_ms, boundary))
 
 
 class SyncLitePullConsumer(_SyncBase):

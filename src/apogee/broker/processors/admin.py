@@ -42,6 +42,7 @@ from apogee.remoting.headers.consumer import (
     ViewMessageRequestHeader,
 )
 from apogee.remoting.server import Processor, RequestDispatcher
+from apogee.store.time_search import Boundary
 
 if TYPE_CHECKING:
     from apogee.broker.controller import BrokerController
@@ -96,7 +97,8 @@ class AdminProcessor:
 
     def search_offset(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         h = SearchOffsetRequestHeader.decode(req.ext_fields)
-        offset = self.b.store.get_offset_in_queue_by_time(h.topic, h.queue_id, h.timestamp)
+        boundary = Boundary.from_wire(h.boundary_type)
+        offset = self.b.store.get_offset_in_queue_by_time(h.topic, h.queue_id, h.timestamp, boundary)
         return req.response(ResponseCode.SUCCESS, ext_fields=OffsetResponseHeader(offset).encode())
 
     def earliest_time(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
