@@ -25,6 +25,7 @@ from apogee.broker.processors.admin import AdminProcessor
 from apogee.broker.processors.client_manage import ClientManageProcessor, notify_request
 from apogee.broker.processors.end_transaction import EndTransactionProcessor
 from apogee.broker.processors.pull import PullProcessor
+from apogee.broker.processors.reply import ReplyProcessor
 from apogee.broker.processors.send import SendProcessor
 from apogee.broker.registration import NamesrvRegistrar
 from apogee.broker.schedule import ScheduleService
@@ -99,6 +100,7 @@ class BrokerController:
             ClientManageProcessor(self),
             AdminProcessor(self),
             EndTransactionProcessor(self),
+            ReplyProcessor(self, self.send_processor),
         ):
             processor.register_with(self.dispatcher)
         self.store_ip, self.store_ip_reason = advertised_ip(config.broker_ip1, config.listen_host)

@@ -247,6 +247,10 @@ class SendProcessor:
             self.b.registrar_trigger()
         return self.b.topics.file.version
 
+    # What a reply (processors/reply.py) shares with a send: msgCheck and topic creation.
+    check = _check
+    create_topic = _create_topic
+
     def _answer(
         self, req: RemotingCommand, result: PutResult, durable: Awaitable[PutStatus] | None, queue_id: int,
         table_version: int,
@@ -591,3 +595,5 @@ def _ipv4_peer(conn: Connection) -> tuple[str, int]:
         host = host[7:] if host.startswith("::ffff:") else "0.0.0.0"
     return host or "0.0.0.0", port
 
+
+ipv4_peer = _ipv4_peer  # the peer as a record's BORNHOST, for processors/reply.py
