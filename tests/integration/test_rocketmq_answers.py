@@ -11,12 +11,13 @@ from collections.abc import Iterator
 
 import pytest
 
+from apogee.remoting.bodies.heartbeat import HeartbeatData
 from apogee.remoting.client import RemotingClient
 from apogee.remoting.codes import RequestCode, ResponseCode
 from apogee.remoting.command import RemotingCommand
 from apogee.remoting.connection import Connection
 from apogee.remoting.headers.send import SendMessageRequestHeaderV2
-from apogee.remoting.server import MAX_UNSERVED_CODES_LOGGED
+from apogee.remoting.server import MAX_UNSERVED_CODES_LOGGED, RequestDispatcher
 from tests.support.names import unique
 from tests.support.processes import ServerProcess, start_broker, start_namesrv
 from tests.support.waiting import next_millisecond, now_ms
@@ -204,3 +205,79 @@ async def test_search_offset_names_the_message_rocketmq_names(broker: ServerProc
         assert (resp.ext_fields or {})["offset"] == "2"
     finally:
         await client.close()
+
+
+# --- request-reply: SEND_REPLY_MESSAGE(_V2) and PUSH_REPLY_MESSAGE_TO_CLIENT -------------------
+
+
+async def test_a_reply_is_pushed_to_the_requester_as_rocketmq_pushes_it(broker: ServerProcess) -> None:
+    """Both sides as hand-built frames: a requester that heartbeats as a producer and answers
+    PUSH_REPLY_MESSAGE_TO_CLIENT, a replier that sends SEND_REPLY_MESSAGE_V2 and (V1) _MESSAGE."""
+    pushed: list[RemotingCommand] = []
+    answer_push = [ResponseCode.SUCCESS]
+    dispatcher = RequestDispatcher()
+    dispatcher.register(
+        RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT,
+        lambda conn, req: pushed.append(req) or req.response(answer_push[0], None if answer_push[0] == 0 else "no"),
+    )
+    requester = RemotingClient(dispatcher=dispatcher)
+    replier = RemotingClient()
+    reply_topic = "DefaultCluster_REPLY_TOPIC"
+    props = {"MSG_TYPE": "reply", "CORRELATION_ID": "c-1", "REPLY_TO_CLIENT": "requester-1", "TTL": "3000",
+             "UNIQ_KEY": "U1"}
+
+    def reply(code: int = RequestCode.SEND_REPLY_MESSAGE_V2, **changed: str) -> RemotingCommand:
+        properties = "\x02".join(f"{k}\x01{v}" for k, v in {**props, **changed}.items() if v)
+        header = SendMessageRequestHeaderV2(
+            producer_group="replier-group", topic=reply_topic, default_topic="TBW102", default_topic_queue_nums=4,
+            queue_id=0, sys_flag=0, born_timestamp=1_700_000_000_123, flag=5, properties=properties,
+            reconsume_times=0,
+        )
+        fields = header.encode() if code == RequestCode.SEND_REPLY_MESSAGE_V2 else header.to_v1().encode()
+        return RemotingCommand.request(code, fields, b"the answer")
+
+    try:
+        hb = HeartbeatData("requester-1", ["requester-group"], []).encode()
+        resp = await requester.invoke(broker.addr, RemotingCommand.request(RequestCode.HEART_BEAT, None, hb), T)
+        assert resp.code == ResponseCode.SUCCESS
+        resp = await replier.invoke(broker.addr, reply(), T)
+        assert resp.code == ResponseCode.SUCCESS, resp.remark
+        ext = resp.ext_fields or {}
+        # storeReplyMessageEnable (the default): the stored message's id and offset.
+        assert ext["queueId"] == "0" and ext["msgId"] != "0" and int(ext["queueOffset"]) >= 0
+        assert ext["MSG_REGION"] == "DefaultRegion"
+        (push,) = pushed
+        h = push.ext_fields or {}
+        replier_port = (await replier.connection(broker.addr)).local[1]
+        assert {k: h[k] for k in ("producerGroup", "topic", "defaultTopic", "defaultTopicQueueNums", "queueId",
+                                  "sysFlag", "bornTimestamp", "flag", "reconsumeTimes", "unitMode", "bornHost",
+                                  "storeHost")} == {
+            "producerGroup": "replier-group", "topic": reply_topic, "defaultTopic": "TBW102",
+            "defaultTopicQueueNums": "4", "queueId": "0", "sysFlag": "0", "bornTimestamp": "1700000000123",
+            "flag": "5", "reconsumeTimes": "0", "unitMode": "false", "bornHost": f"127.0.0.1:{replier_port}",
+            "storeHost": broker.addr,
+        }
+        pushed_props = dict(kv.split("\x01") for kv in h["properties"].split("\x02"))
+        assert int(h["storeTimestamp"]) <= int(pushed_props.pop("PUSH_REPLY_TIME")) and pushed_props == props
+        assert push.body_bytes() == b"the answer"
+        # The V1 header (SEND_REPLY_MESSAGE) is served the same way.
+        resp = await replier.invoke(broker.addr, reply(RequestCode.SEND_REPLY_MESSAGE, CORRELATION_ID="c-2"), T)
+        assert resp.code == ResponseCode.SUCCESS and len(pushed) == 2
+        # RocketMQ's answers when the push cannot be made; the reply is stored all the same.
+        for changed, remark in (
+            ({"REPLY_TO_CLIENT": ""}, "reply message properties[REPLY_TO_CLIENT] is null"),
+            ({"REPLY_TO_CLIENT": "nobody"}, "push reply message fail, channel of <nobody> not found."),
+        ):
+            resp = await replier.invoke(broker.addr, reply(**changed), T)
+            assert (resp.code, resp.remark) == (ResponseCode.SYSTEM_ERROR, remark)
+            assert (resp.ext_fields or {})["msgId"] != "0"
+        answer_push[0] = ResponseCode.SYSTEM_ERROR
+        resp = await replier.invoke(broker.addr, reply(), T)
+        assert (resp.code, resp.remark) == (ResponseCode.SYSTEM_ERROR, "push reply message to requester-1fail.")
+        await wait_dispatched(replier, broker.addr, reply_topic, 0, 5)
+        stored = await pull_all(replier, broker.addr, reply_topic, queues=1)
+        assert len(stored) >= 5 and stored[0].body == b"the answer" and stored[0].flag == 5
+        assert "CLUSTER" not in stored[0].properties  # stored as the replier sent it
+    finally:
+        await requester.close()
+        await replier.close()
