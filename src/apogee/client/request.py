@@ -80,28 +80,36 @@ class RequestTable:
         fut: asyncio.Future[MessageExt] = loop.create_future()
         timer = loop.call_later(max(0.0, remaining_s), self._expire, correlation_id, topic, timeout_ms)
         self._waiting[correlation_id] = (fut, timer)
-        fut.add_done_callback(lambda _: self._forget(correlation_id, fut))
+        fut.add_done_callback(lambda _: self._forget(correlation_id, fut))  # the caller gave up
         return fut
 
     def complete(self, correlation_id: str, reply: MessageExt) -> bool:
         """Hand ``reply`` to the request waiting for it; False when none is (any more)."""
-        waiting = self._waiting.get(correlation_id)
-        if waiting is None or waiting[0].done():
+        fut = self._settle(correlation_id)
+        if fut is None:
             return False
-        waiting[0].set_result(reply)
+        fut.set_result(reply)
         return True
 
     def fail(self, correlation_id: str, error: BaseException) -> None:
-        """The request cannot get a reply (its send failed)."""
-        waiting = self._waiting.get(correlation_id)
-        if waiting is not None and not waiting[0].done():
-            waiting[0].set_exception(error)
+        """The request cannot get a reply (its send failed, or its time is up)."""
+        fut = self._settle(correlation_id)
+        if fut is not None:
+            fut.set_exception(error)
+
+    def _settle(self, correlation_id: str) -> asyncio.Future[MessageExt] | None:
+        """Take the request out of the table; its future if it still waits."""
+        waiting = self._waiting.pop(correlation_id, None)
+        if waiting is None:
+            return None
+        fut, timer = waiting
+        timer.cancel()
+        return None if fut.done() else fut
 
     def fail_all(self, reason: str) -> None:
         """The client instance shuts down: nothing more will arrive."""
-        for fut, _ in list(self._waiting.values()):
-            if not fut.done():
-                fut.set_exception(ClientStateError(reason))
+        for correlation_id in list(self._waiting):
+            self.fail(correlation_id, ClientStateError(reason))
 
     def _expire(self, correlation_id: str, topic: str, timeout_ms: int) -> None:
         self.fail(correlation_id, ReplyTimeoutError(

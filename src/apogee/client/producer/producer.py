@@ -505,7 +505,7 @@ class Producer:
         except asyncio.CancelledError:
             requests.fail(correlation_id, ClientStateError("the producer shut down before the request was sent"))
             raise
-        except ApogeeError as exc:
+        except Exception as exc:
             exc.add_note(f"send request message to <{msg.topic}> fail")
             requests.fail(correlation_id, exc)
 
