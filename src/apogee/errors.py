@@ -174,6 +174,11 @@ class RequestTimeoutError(ClientError, TimeoutError):
     retry = Retry.ANOTHER_BROKER
 
 
+class ReplyTimeoutError(ClientError, TimeoutError):
+    """A request (``Producer.request``) was sent, but no reply came within its timeout
+    (RocketMQ's RequestTimeoutException).  Not a send failure: nothing is retried."""
+
+
 class ConnectionClosedError(ClientError, ConnectionError):
     """The connection closed (or could not open) while a request was pending."""
 

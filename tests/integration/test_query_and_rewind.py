@@ -123,8 +123,12 @@ async def test_rewind_re_consumes_exactly_the_later_messages_while_the_consumer_
         consumer.subscribe(topic, "*")
         async with consumer:
             await wait_for(6)
-            middle = next_millisecond(now_ms())  # after every "before" was stored
-            next_millisecond(middle)  # every "after" is stored after the middle
+            # The reset names, per queue, the message stored nearest `middle` (RocketMQ's
+            # searchOffset): the "before"s are left a second behind it (the clock polled, as
+            # next_millisecond does) and the "after"s are sent right after it.
+            behind = now_ms() + 1000
+            await wait_until(lambda: now_ms() > behind, 5, "the clock to pass a second after the befores")
+            middle = next_millisecond(now_ms())
             for i in range(4):
                 await producer.send(Message(topic, f"after-{i}".encode()))
             await wait_for(10)

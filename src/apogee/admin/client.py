@@ -188,8 +188,9 @@ class AdminClient:
     async def reset_offset_by_time(
         self, group: str, topic: str, timestamp_ms: int, *, force: bool = True
     ) -> dict[MessageQueue, int]:
-        """Move ``group`` on ``topic`` to the first message stored at or after ``timestamp_ms``
-        (-1: the end), on every broker; live consumers are told to resume there at once."""
+        """Move ``group`` on ``topic`` to the message RocketMQ's searchOffset names for
+        ``timestamp_ms`` (the one stored nearest it; -1: the end), on every broker; live
+        consumers are told to resume there at once."""
         header = ResetOffsetRequestHeader(topic, group, timestamp_ms, force).encode()
         out: dict[MessageQueue, int] = {}
         for name, addr in (await self.masters(topic)).items():

@@ -40,18 +40,37 @@ class ClientManager:
     def __init__(self) -> None:
         self.consumers: dict[str, ConsumerGroupInfo] = {}
         self.producers: dict[str, dict[int, ClientChannel]] = {}
+        # client id -> the channel of its latest producer registration (ProducerManager's
+        # clientChannelTable): where a reply to that client is pushed.
+        self._producer_clients: dict[str, ClientChannel] = {}
 
     # --- producers ----------------------------------------------------------------------------
 
     def register_producer(self, group: str, channel: ClientChannel) -> None:
         self.producers.setdefault(group, {})[id(channel.conn)] = channel
+        self._producer_clients[channel.client_id] = channel
 
     def unregister_producer(self, group: str, conn: object) -> None:
         channels = self.producers.get(group)
         if channels is not None:
-            channels.pop(id(conn), None)
+            channel = channels.pop(id(conn), None)
             if not channels:
                 del self.producers[group]
+            if channel is not None:
+                self._forget_producer_client(channel)
+
+    def _forget_producer_client(self, channel: ClientChannel) -> None:
+        """Drop ``channel`` from the client id index once its connection holds no producer group."""
+        current = self._producer_clients.get(channel.client_id)
+        key = id(channel.conn)
+        if current is not None and current.conn is channel.conn and not any(
+            key in channels for channels in self.producers.values()
+        ):
+            del self._producer_clients[channel.client_id]
+
+    def find_producer_channel(self, client_id: str) -> ClientChannel | None:
+        """The channel of the producer client ``client_id`` (ProducerManager.findChannel)."""
+        return self._producer_clients.get(client_id)
 
     def producer_channels(self, group: str) -> list[ClientChannel]:
         return list(self.producers.get(group, {}).values())

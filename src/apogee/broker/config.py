@@ -141,6 +141,8 @@ class BrokerConfig:
     transaction_check_interval_ms: int = field(default=60_000, metadata=rmq_key("transactionCheckInterval"))
     enable_property_filter: bool = False
     reject_transaction_message: bool = False
+    # Replies (SEND_REPLY_MESSAGE) are stored in their topic too, after the push to the requester.
+    store_reply_message_enable: bool = True
     region_id: str = "DefaultRegion"
     trace_on: bool = True
 

@@ -25,6 +25,7 @@ from apogee.broker.processors.admin import AdminProcessor
 from apogee.broker.processors.client_manage import ClientManageProcessor, notify_consumer_ids_changed
 from apogee.broker.processors.end_transaction import EndTransactionProcessor
 from apogee.broker.processors.pull import PullProcessor
+from apogee.broker.processors.reply import ReplyProcessor
 from apogee.broker.processors.send import SendProcessor
 from apogee.broker.registration import NamesrvRegistrar
 from apogee.broker.schedule import ScheduleService
@@ -118,6 +119,10 @@ class BrokerController:
                 delay_offsets=self.schedule.encode, topics_changed=self.registrar_trigger,
             ),
             EndTransactionProcessor(config=config, transactions=self.transactions),
+            ReplyProcessor(
+                config=config, store_config=store_config, store=self.store, clients=self.clients,
+                address=self.address, sends=self.send_processor,
+            ),
         ):
             processor.register_with(self.dispatcher)
         self._tasks: list[asyncio.Task[None]] = []

@@ -35,6 +35,7 @@ from apogee.common.constants import (
     SELF_TEST_TOPIC,
     TBW102,
     TRANS_CHECK_MAX_TIME_TOPIC,
+    reply_topic,
 )
 from apogee.common.validators import (
     NOT_ALLOWED_SEND_TOPICS,
@@ -97,6 +98,7 @@ class TopicConfigManager:
             system.append(TopicConfigData(cluster_name, 16, 16, PERM_INHERIT))
         if broker_topic_enable:
             system.append(TopicConfigData(broker_name, 1, 1, PERM_INHERIT | PERM_RW))
+        system.append(TopicConfigData(reply_topic(cluster_name), 1, 1))  # RIP-16 replies
         for config in system:
             self.table.setdefault(config.topic_name, config)
         self._bump()

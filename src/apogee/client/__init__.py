@@ -16,6 +16,7 @@ from apogee.client.consumer.lite_pull import LitePullConsumer
 from apogee.client.consumer.pull import PullConsumer
 from apogee.client.consumer.push import PushConsumer
 from apogee.client.producer import Producer, SendContext, SendHook
+from apogee.client.replier import create_reply_message
 from apogee.client.selectors import MessageQueueSelector, SelectByHash, SelectRandom, SelectRoundRobin
 from apogee.client.transaction_producer import (
     LocalTransactionState,
@@ -69,4 +70,5 @@ __all__ = [
     "TransactionListener",
     "TransactionProducer",
     "TransactionSendResult",
+    "create_reply_message",
 ]

@@ -278,11 +278,17 @@ class ClientAPI:
             addr, RequestCode.GET_MIN_OFFSET, TopicQueueRequestHeader(topic, queue_id).encode()
         )
 
-    async def search_offset(self, addr: str, topic: str, queue_id: int, timestamp_ms: int) -> int:
+    async def search_offset(
+        self, addr: str, topic: str, queue_id: int, timestamp_ms: int, boundary: str | None = None
+    ) -> int:
+        """SEARCH_OFFSET_BY_TIMESTAMP.  Without ``boundary`` the broker answers as RocketMQ 4.x
+        does (the entry nearest the time); ``"LOWER"`` / ``"UPPER"`` are RocketMQ 5's
+        ``boundaryType`` (the first entry at or after the time / the last at or before it),
+        which 4.x brokers ignore (see ``apogee.store.time_search``)."""
         return await self._offset_call(
             addr,
             RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
-            SearchOffsetRequestHeader(topic, queue_id, timestamp_ms).encode(),
+            SearchOffsetRequestHeader(topic, queue_id, timestamp_ms, boundary).encode(),
         )
 
     async def get_earliest_msg_store_time(self, addr: str, topic: str, queue_id: int) -> int:

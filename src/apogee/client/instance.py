@@ -7,7 +7,8 @@
   starts), which also tell brokers the consumers' subscriptions;
 * periodic offset persistence for every consumer;
 * requests brokers send to clients: NOTIFY_CONSUMER_IDS_CHANGED (rebalance now),
-  RESET_CONSUMER_CLIENT_OFFSET, GET_CONSUMER_RUNNING_INFO, CHECK_TRANSACTION_STATE;
+  RESET_CONSUMER_CLIENT_OFFSET, GET_CONSUMER_RUNNING_INFO, CHECK_TRANSACTION_STATE,
+  PUSH_REPLY_MESSAGE_TO_CLIENT (the reply to a request of a producer here: ``requests``);
 * clean shutdown: UNREGISTER_CLIENT to every broker, then the connections close.
 
 Producers and consumers created with the same ``client_id`` on one event loop share one
@@ -28,6 +29,7 @@ import orjson
 
 from apogee.client.api import ClientAPI
 from apogee.client.config import ClientConfig
+from apogee.client.request import RequestTable, decode_pushed_reply
 from apogee.client.routes import TopicPublishInfo as TopicPublishInfo
 from apogee.client.routes import TopicRoutes
 from apogee.client.routes import publish_queues as publish_queues
@@ -85,6 +87,9 @@ class ClientInstance:
         self.dispatcher.register(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, self._on_reset_offset)
         self.dispatcher.register(RequestCode.GET_CONSUMER_RUNNING_INFO, self._on_running_info)
         self.dispatcher.register(RequestCode.CHECK_TRANSACTION_STATE, self._on_check_transaction)
+        self.dispatcher.register(RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT, self._on_reply)
+        # Requests of this client's producers waiting for their reply (request-reply).
+        self.requests = RequestTable()
         self.remoting = RemotingClient(config.remoting, self.dispatcher, on_connection_closed=self._connection_closed)
         self.api = ClientAPI(self.remoting, config.request_timeout_ms)
         self._namesrvs = config.namesrv_list()
@@ -163,6 +168,7 @@ class ClientInstance:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
         self.route_table.cancel_fetches()
+        self.requests.fail_all(f"client instance {self.client_id} shut down before the reply came")
         await self.remoting.close()
         log.info("client instance %s shut down", self.client_id)
 
@@ -427,6 +433,22 @@ class ClientInstance:
             self._tasks.append(task)
             task.add_done_callback(lambda t: self._tasks.remove(t) if t in self._tasks else None)
         return None
+
+
+    def _on_reply(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+        """PUSH_REPLY_MESSAGE_TO_CLIENT: a reply to one of our requests, for its waiter."""
+        try:
+            reply = decode_pushed_reply(req, now_ms())
+        except (ApogeeError, ValueError) as exc:
+            log.warning("undecodable reply pushed by %s:%d: %s", *conn.peer, exc)
+            return req.response(ResponseCode.SYSTEM_ERROR, "process reply message fail")
+        correlation_id = reply.properties.get(c.PROPERTY_CORRELATION_ID, "")
+        if not self.requests.complete(correlation_id, reply):
+            log.warning(
+                "receive reply message, but not matched any request, CorrelationId: %s, reply from host: %s:%d",
+                correlation_id, *reply.born_host,
+            )
+        return req.response(ResponseCode.SUCCESS)
 
 
 def parse_reset_offset_body(body: bytes) -> dict[MessageQueue, int]:

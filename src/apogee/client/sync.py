@@ -23,7 +23,7 @@ from apogee.client.consumer.concurrently import Listener
 from apogee.client.consumer.lite_pull import LitePullConsumer
 from apogee.client.consumer.pull import PullConsumer
 from apogee.client.consumer.push import PushConsumer
-from apogee.client.producer import Producer, SendCallback, SendHook
+from apogee.client.producer import Producer, RequestCallback, SendCallback, SendHook
 from apogee.client.selectors import MessageQueueSelector
 from apogee.client.transaction_producer import TransactionListener, TransactionProducer, TransactionSendResult
 from apogee.client.types import PullResult, SendResult
@@ -171,12 +171,17 @@ class SyncProducer(_SyncBase):
 
         ``callback(result, exception)`` runs on the client's loop thread.
         """
-        out: concurrent.futures.Future[SendResult] = concurrent.futures.Future()
+        return self._hand_over(self.producer.send_async(msg, callback, queue=queue, selector=selector, arg=arg))
+
+    def _hand_over(self, handing: Coroutine[Any, Any, asyncio.Future[T]]) -> concurrent.futures.Future[T]:
+        """Run ``handing`` (which returns a future on the loop) and return a thread-safe future
+        that settles with it."""
+        out: concurrent.futures.Future[T] = concurrent.futures.Future()
 
         async def hand_over() -> None:
-            fut = await self.producer.send_async(msg, callback, queue=queue, selector=selector, arg=arg)
+            fut = await handing
 
-            def chain(f: asyncio.Future[SendResult]) -> None:
+            def chain(f: asyncio.Future[T]) -> None:
                 if f.cancelled():
                     out.cancel()
                 elif f.exception() is not None:
@@ -207,6 +212,29 @@ class SyncProducer(_SyncBase):
     def flush(self, timeout_ms: int | None = None) -> None:
         """Wait until every async send has its result."""
         self._run(self.producer.flush(timeout_ms))
+
+    def request(
+        self,
+        msg: Message,
+        timeout_ms: int | None = None,
+        *,
+        queue: MessageQueue | None = None,
+        selector: MessageQueueSelector | None = None,
+        arg: Any = None,
+    ) -> MessageExt:
+        """Send a request and wait for its reply (``Producer.request``)."""
+        return self._run(self.producer.request(msg, timeout_ms, queue=queue, selector=selector, arg=arg))
+
+    def request_async(
+        self, msg: Message, callback: RequestCallback | None = None, *, timeout_ms: int | None = None
+    ) -> concurrent.futures.Future[MessageExt]:
+        """Send a request; a future of its reply.  ``callback(reply, exception)`` runs on the
+        client's loop thread (``Producer.request_async``)."""
+        return self._hand_over(self.producer.request_async(msg, callback, timeout_ms=timeout_ms))
+
+    def reply(self, request: Message, body: bytes, *, timeout_ms: int | None = None) -> SendResult:
+        """Answer a request a consumer received (``Producer.reply``)."""
+        return self._run(self.producer.reply(request, body, timeout_ms=timeout_ms))
 
     def add_send_hook(self, hook: SendHook) -> None:
         self.producer.add_send_hook(hook)
@@ -326,8 +354,8 @@ class SyncPullConsumer(_SyncBase):
     def min_offset(self, mq: MessageQueue) -> int:
         return self._run(self.consumer.min_offset(mq))
 
-    def search_offset(self, mq: MessageQueue, timestamp_ms: int) -> int:
-        return self._run(self.consumer.search_offset(mq, timestamp_ms))
+    def search_offset(self, mq: MessageQueue, timestamp_ms: int, boundary: str | None = None) -> int:
+        return self._run(self.consumer.search_offset(mq, timestamp_ms, boundary))
 
 
 class SyncLitePullConsumer(_SyncBase):

@@ -131,6 +131,8 @@ OFFSET_MOVED_EVENT: Final = "OFFSET_MOVED_EVENT"
 SELF_TEST_TOPIC: Final = "SELF_TEST_TOPIC"
 BENCHMARK_TOPIC: Final = "BenchmarkTest"
 REPLY_TOPIC_POSTFIX: Final = "REPLY_TOPIC"
+REPLY_MESSAGE_FLAG: Final = "reply"
+"""MSG_TYPE of a reply (MixAll.REPLY_MESSAGE_FLAG): sent as SEND_REPLY_MESSAGE(_V2)."""
 
 RETRY_GROUP_TOPIC_PREFIX: Final = "%RETRY%"
 DLQ_GROUP_TOPIC_PREFIX: Final = "%DLQ%"
@@ -159,6 +161,11 @@ def retry_topic(group: str) -> str:
 
 def dlq_topic(group: str) -> str:
     return DLQ_GROUP_TOPIC_PREFIX + group
+
+
+def reply_topic(cluster: str) -> str:
+    """The topic replies of ``cluster`` go to (MixAll.getReplyTopic); every broker has it."""
+    return f"{cluster}_{REPLY_TOPIC_POSTFIX}"
 
 
 # --- permissions (PermName) ---------------------------------------------------------------------

@@ -7,7 +7,8 @@ holds up the next frame on the same connection.
 
 Whatever a processor does, the server keeps serving: a ``HeaderError`` becomes a
 SYSTEM_ERROR response carrying its text, any other exception is logged and answered with
-SYSTEM_ERROR, and an unknown code gets REQUEST_CODE_NOT_SUPPORTED, as a Java server does.
+SYSTEM_ERROR, and an unknown code gets REQUEST_CODE_NOT_SUPPORTED, as a Java server does
+(and a WARNING with the peer's address, once per code and connection: ``warn_unserved``).
 Oneway requests are processed but never answered.
 
 The server also enforces the connection limits of ``remoting/limits.py`` (how many
@@ -54,6 +55,36 @@ ProcessorResult = RemotingCommand | FieldsAnswer | None | Awaitable[Answer | Non
 Processor = Callable[[Connection, RemotingCommand], ProcessorResult]
 
 
+# Request codes a connection sent that nobody serves, each logged once: at most this many per
+# connection are remembered (a peer that tries every code leaves one line saying the rest are
+# not logged, not a set that grows with it).
+MAX_UNSERVED_CODES_LOGGED = 32
+_UNSERVED = "apogee.unserved_codes"  # Connection.attributes key: the codes already logged
+
+
+def warn_unserved(conn: Connection, code: int) -> None:
+    """Log at WARNING, once per code and connection, that ``code`` is not served here, with
+    the peer's address: the answer (REQUEST_CODE_NOT_SUPPORTED) is seen only by the client,
+    and an operator should learn which feature a client expects of this server."""
+    logged: set[int | None] = conn.attributes.setdefault(_UNSERVED, set())  # type: ignore[assignment]
+    if code in logged or len(logged) > MAX_UNSERVED_CODES_LOGGED:
+        return
+    host, port = conn.peer
+    if len(logged) == MAX_UNSERVED_CODES_LOGGED:
+        logged.add(None)  # full: the line below is the last one for this connection
+        log.warning(
+            "%s:%d sent request code %d, which this server does not serve; it sent %d other "
+            "unserved codes already: further ones from this connection are not logged",
+            host, port, code, MAX_UNSERVED_CODES_LOGGED,
+        )
+        return
+    logged.add(code)
+    log.warning(
+        "%s:%d sent request code %d, which this server does not serve (answered "
+        "REQUEST_CODE_NOT_SUPPORTED)", host, port, code,
+    )
+
+
 class RequestDispatcher:
     """Request code -> processor, with Java's answers for unknown codes and failures."""
 
@@ -72,6 +103,7 @@ class RequestDispatcher:
     def dispatch(self, conn: Connection, request: RemotingCommand) -> None:
         processor = self._processors.get(request.code, self._default)
         if processor is None:
+            warn_unserved(conn, request.code)
             self._reply(
                 conn,
                 request,

@@ -249,11 +249,12 @@ class Cluster:
 
     async def search(self, queues: dict[QueueKey, str], timestamp_ms: int) -> dict[QueueKey, int]:
         """Per queue, the first offset stored at or after ``timestamp_ms`` (the max offset when
-        every message is older)."""
+        every message is older): RocketMQ 5's LOWER boundary, which Apogee brokers answer
+        exactly (a RocketMQ 4.x broker answers its nearest entry instead)."""
 
         async def one(key: QueueKey, addr: str) -> tuple[QueueKey, int]:
             try:
-                return key, await self.api.search_offset(addr, key.topic, key.queue_id, timestamp_ms)
+                return key, await self.api.search_offset(addr, key.topic, key.queue_id, timestamp_ms, "LOWER")
             except (ConnectionClosedError, RequestTimeoutError) as exc:
                 raise unreachable("broker", addr, exc) from None
 

@@ -39,6 +39,7 @@ from apogee.store.mapped_file_queue import MappedFileQueue
 from apogee.store.reads import StoreReader
 from apogee.store.recovery import RecoveryReport, recover_commitlog
 from apogee.store.results import GetResult, MessageFilter, PutResult, PutStatus, QueryResult
+from apogee.store.time_search import Boundary
 
 log = logging.getLogger("apogee.store.message_store")
 
@@ -565,8 +566,11 @@ class MessageStore:
     def get_commit_log_offset_in_queue(self, topic: str, queue_id: int, queue_offset: int) -> int:
         return self.reader.commit_log_offset_in_queue(topic, queue_id, queue_offset)
 
-    def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
-        return self.reader.offset_in_queue_by_time(topic, queue_id, timestamp_ms)
+    def get_offset_in_queue_by_time(
+        self, topic: str, queue_id: int, timestamp_ms: int, boundary: Boundary = Boundary.NEAREST
+    ) -> int:
+        """searchOffset's answer (``time_search``): RocketMQ 4.9.8's nearest entry by default."""
+        return self.reader.offset_in_queue_by_time(topic, queue_id, timestamp_ms, boundary)
 
     def get_message_store_timestamp(self, topic: str, queue_id: int, queue_offset: int) -> int:
         return self.reader.store_time_in_queue(topic, queue_id, queue_offset)

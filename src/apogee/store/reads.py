@@ -23,6 +23,7 @@ from apogee.store.index_service import IndexService
 from apogee.store.layout.cq_unit import CQ_UNIT, CQ_UNIT_SIZE
 from apogee.store.mapped_file import MappedFile
 from apogee.store.results import GetResult, GetStatus, MessageFilter, QueryResult, TagCodeFilter
+from apogee.store.time_search import Boundary, offset_by_time
 
 log = logging.getLogger("apogee.store.reads")
 
@@ -257,24 +258,26 @@ class StoreReader:
             return -1
         return self.commitlog.pickup_store_timestamp(entry[0], entry[1])
 
-    def offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
-        """First queue offset stored at or after ``timestamp_ms`` (max offset if none).
-
-        Binary search over the queue's entries; store times grow along the CommitLog.
-        """
+    def offset_in_queue_by_time(
+        self, topic: str, queue_id: int, timestamp_ms: int, boundary: Boundary = Boundary.NEAREST
+    ) -> int:
+        """The queue offset ``timestamp_ms`` names by ``boundary``'s rule (``time_search``):
+        RocketMQ 4.9.8's nearest entry unless asked otherwise; 0 for an unknown queue."""
         cq = self.queues.get(topic, queue_id)
         if cq is None:
             return 0
-        lo, hi = cq.min_offset, cq.max_offset
-        while lo < hi:
-            mid = (lo + hi) // 2
-            entry = cq.get_entry(mid)
-            ts = self.commitlog.pickup_store_timestamp(entry[0], entry[1]) if entry else -1
-            if ts < 0 or ts < timestamp_ms:  # gone or older: answer lies above
-                lo = mid + 1
-            else:
-                hi = mid
-        return lo
+        commitlog = self.commitlog
+        commitlog_min = commitlog.min_offset
+
+        def time_at(offset: int) -> int | None:
+            entry = cq.get_entry(offset)
+            if entry is None:
+                return -1
+            if entry[0] < commitlog_min:
+                return None
+            return commitlog.pickup_store_timestamp(entry[0], entry[1])
+
+        return offset_by_time(cq.min_offset, cq.max_offset, timestamp_ms, time_at, boundary)
 
     def earliest_message_time(self, topic: str | None = None, queue_id: int | None = None) -> int:
         """Store time of the oldest message (of one queue, or of the whole store); -1 if none."""

@@ -169,7 +169,7 @@ async def test_broker_timestamp_start_skips_older_messages(cluster: Cluster) -> 
     async with PullConsumer(unique("G"), cluster.ns, **FAST) as consumer:
         newer = 0
         for mq in await consumer.fetch_message_queues(topic):
-            offset = await consumer.search_offset(mq, cut)
+            offset = await consumer.search_offset(mq, cut, "LOWER")  # the first stored at or after
             result = await consumer.pull(mq, "*", offset, 32)
             if result.status is PullStatus.FOUND:
                 assert all(int(m.properties["i"]) >= 10 for m in result.messages)

@@ -42,7 +42,8 @@ def emit(**fields: object) -> None:
 
 def message_fields(msg) -> dict:
     props = {}
-    for name in ("color", "seq", "RETRY_TOPIC", "ORIGIN_MESSAGE_ID", "UNIQ_KEY"):
+    for name in ("color", "seq", "RETRY_TOPIC", "ORIGIN_MESSAGE_ID", "UNIQ_KEY",
+                 "CLUSTER", "CORRELATION_ID", "REPLY_TO_CLIENT", "TTL"):
         value = msg.get_property(name)
         if value:
             props[name] = value.decode() if isinstance(value, bytes) else value

@@ -45,3 +45,21 @@ def test_membership_changes_are_reported() -> None:
     assert clients.remove_connection(a) == ["G"]
     assert clients.consumer_group("G").client_ids() == ["b"]
     assert clients.subscription("G", "T").sub_string == "TagA"
+
+
+def test_a_producer_client_is_found_by_its_id_while_it_holds_a_producer_group() -> None:
+    clients = ClientManager()
+    a, a2, b = object(), object(), object()
+    clients.register_producer("P", ClientChannel(a, "client-a", 0, 0, 0))
+    clients.register_producer("INNER", ClientChannel(a, "client-a", 0, 0, 0))
+    clients.register_producer("P", ClientChannel(b, "client-b", 0, 0, 0))
+    assert clients.find_producer_channel("client-a").conn is a  # type: ignore[union-attr]
+    assert clients.find_producer_channel("nobody") is None
+    clients.unregister_producer("P", a)  # still a producer of INNER
+    assert clients.find_producer_channel("client-a").conn is a  # type: ignore[union-attr]
+    clients.register_producer("P", ClientChannel(a2, "client-a", 0, 0, 0))  # reconnected
+    clients.remove_connection(a)  # the old connection going does not forget the new one
+    assert clients.find_producer_channel("client-a").conn is a2  # type: ignore[union-attr]
+    clients.remove_connection(a2)
+    assert clients.find_producer_channel("client-a") is None
+    assert clients.find_producer_channel("client-b").conn is b  # type: ignore[union-attr]

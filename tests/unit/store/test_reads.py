@@ -8,6 +8,7 @@ from apogee.common import message_codec as mc
 from apogee.common.java_hash import tags_code
 from apogee.store import GetStatus, TagCodeFilter
 from apogee.store.consume_queue import ConsumeQueue
+from apogee.store.time_search import Boundary
 
 from .conftest import make_msg
 
@@ -112,11 +113,16 @@ async def test_times_and_offsets(open_store) -> None:
     assert store.get_message_store_timestamp("R", 0, 99) == -1
     assert store.get_earliest_message_time() == t0 == store.get_earliest_message_time("R", 0)
     assert store.get_earliest_message_time("none", 0) == -1
-    assert store.get_offset_in_queue_by_time("R", 0, t0 + 5000) == 5
-    assert store.get_offset_in_queue_by_time("R", 0, t0 + 5500) == 6
-    assert store.get_offset_in_queue_by_time("R", 0, 0) == 0
-    assert store.get_offset_in_queue_by_time("R", 0, clock.now + 10_000) == 20
-    assert store.get_offset_in_queue_by_time("none", 0, 0) == 0
+    by_time = store.get_offset_in_queue_by_time
+    assert by_time("R", 0, t0 + 5000) == 5
+    # RocketMQ 4.9.8: the nearer of the two around a time (the earlier on a tie), the last
+    # message for a later time; RocketMQ 5's LOWER: the first at or after, the max offset.
+    assert [by_time("R", 0, t0 + d) for d in (5499, 5500, 5501)] == [5, 5, 6]
+    assert [by_time("R", 0, t0 + 5500, b) for b in (Boundary.LOWER, Boundary.UPPER)] == [6, 5]
+    assert by_time("R", 0, 0) == 0
+    assert by_time("R", 0, clock.now + 10_000) == 19
+    assert by_time("R", 0, clock.now + 10_000, Boundary.LOWER) == 20
+    assert by_time("none", 0, 0) == 0
     assert store.get_min_offset_in_queue("R", 0) == 0 and store.get_min_offset_in_queue("none", 0) == -1
     assert store.get_max_offset_in_queue("none", 0) == 0
     phys = store.get_commit_log_offset_in_queue("R", 0, 4)

@@ -12,6 +12,7 @@ import pytest
 
 from apogee.common import message_codec as mc
 from apogee.store import FlushDiskType, GetStatus, InnerBatch, MessageStore
+from apogee.store.time_search import Boundary
 
 from .conftest import make_msg
 
@@ -123,7 +124,8 @@ async def test_keys_times_and_offsets(store: MessageStore) -> None:
         assert store.get_min_offset_in_queue(topic, qid) == 0
         ts = store.get_message_store_timestamp(topic, qid, n - 1)
         assert store.get_offset_in_queue_by_time(topic, qid, ts) <= n - 1
-        assert store.get_offset_in_queue_by_time(topic, qid, ts + 1) == n
+        assert store.get_offset_in_queue_by_time(topic, qid, ts + 1) == n - 1  # RocketMQ 4.9.8
+        assert store.get_offset_in_queue_by_time(topic, qid, ts + 1, Boundary.LOWER) == n
 
 
 async def test_concurrent_writers_get_unique_consecutive_offsets(store: MessageStore) -> None:

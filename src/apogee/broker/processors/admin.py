@@ -46,6 +46,7 @@ from apogee.remoting.headers.consumer import (
 )
 from apogee.remoting.server import Processor, RequestDispatcher
 from apogee.store.message_store import MessageStore
+from apogee.store.time_search import Boundary
 
 log = logging.getLogger("apogee.broker.admin")
 
@@ -120,7 +121,8 @@ class AdminProcessor:
 
     def search_offset(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         h = SearchOffsetRequestHeader.decode(req.ext_fields)
-        offset = self._store.get_offset_in_queue_by_time(h.topic, h.queue_id, h.timestamp)
+        boundary = Boundary.from_wire(h.boundary_type)
+        offset = self._store.get_offset_in_queue_by_time(h.topic, h.queue_id, h.timestamp, boundary)
         return req.response(ResponseCode.SUCCESS, ext_fields=OffsetResponseHeader(offset).encode())
 
     def earliest_time(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:

@@ -15,7 +15,8 @@ schedule and transaction services):
 * a message with ``DELAY=n`` goes to ``SCHEDULE_TOPIC_XXXX`` queue n-1, its real topic and
   queue kept in ``REAL_TOPIC``/``REAL_QID`` (the schedule service moves it back when due);
 * a message with ``TRAN_MSG=true`` becomes a half message in ``RMQ_SYS_TRANS_HALF_TOPIC``;
-* ``CLUSTER`` is added and ``WAIT`` dropped from the stored properties;
+* ``CLUSTER`` is added and ``WAIT`` dropped from the stored properties (a batch's own
+  properties keep ``WAIT``, as RocketMQ's batch path does);
 * a message a consumer hands back (CONSUMER_SEND_MSG_BACK) goes to its group's retry topic
   after a delay, or to its DLQ.
 
@@ -278,6 +279,10 @@ class SendProcessor:
             self._topics_changed()
         return self._topics.file.version
 
+    # What a reply (processors/reply.py) shares with a send: msgCheck and topic creation.
+    check = _check
+    create_topic = _create_topic
+
     def _answer(
         self, req: RemotingCommand, result: PutResult, durable: Awaitable[PutStatus] | None, queue_id: int,
         table_version: int,
@@ -452,8 +457,10 @@ class SendProcessor:
             except zlib.error as exc:
                 return req.response(ResponseCode.MESSAGE_ILLEGAL, f"the compressed batch body does not inflate: {exc}")
             sysflag &= ~c.COMPRESSED_FLAG
+        # The batch's own properties, appended to every record's: CLUSTER added and, unlike a
+        # single send's, WAIT kept (RocketMQ 4.9.8's batch path stores the header's properties
+        # as they came; a Java client's batch carries WAIT=true: 10 bytes a record).
         batch_props = parse_properties(h.properties) if h.properties else {}
-        batch_props.pop(c.WAIT, None)
         batch_props[c.CLUSTER] = self._config.broker_cluster_name
         batch_pstr = properties_to_string(batch_props)
         # The C path writes the records straight from the body; it declines anything unusual,
@@ -560,3 +567,5 @@ def _ipv4_peer(conn: Connection) -> tuple[str, int]:
         host = host[7:] if host.startswith("::ffff:") else "0.0.0.0"
     return host or "0.0.0.0", port
 
+
+ipv4_peer = _ipv4_peer  # the peer as a record's BORNHOST, for processors/reply.py

@@ -251,10 +251,14 @@ class ConsumerBase:
     async def min_offset(self, mq: MessageQueue) -> int:
         return await self._check_running().api.get_min_offset(await self._admin_addr(mq), mq.topic, mq.queue_id)
 
-    async def search_offset(self, mq: MessageQueue, timestamp_ms: int) -> int:
-        """The first offset of ``mq`` stored at or after ``timestamp_ms``."""
+    async def search_offset(self, mq: MessageQueue, timestamp_ms: int, boundary: str | None = None) -> int:
+        """The offset of ``mq`` that ``timestamp_ms`` names, as RocketMQ's ``searchOffset``:
+        the message stored nearest that time (the last one for a later time, the first for
+        an earlier one).  ``boundary="LOWER"`` asks for the first message stored at or after
+        it, ``"UPPER"`` for the last at or before it (RocketMQ 5's ``boundaryType``; a 4.x
+        broker ignores it)."""
         return await self._check_running().api.search_offset(
-            await self._admin_addr(mq), mq.topic, mq.queue_id, timestamp_ms
+            await self._admin_addr(mq), mq.topic, mq.queue_id, timestamp_ms, boundary
         )
 
     async def compute_pull_from_where(self, mq: MessageQueue) -> int:

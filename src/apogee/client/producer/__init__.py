@@ -11,11 +11,12 @@
 
 from apogee.client.producer.accumulator import split_batch
 from apogee.client.producer.hooks import SendContext, SendHook
-from apogee.client.producer.producer import Producer, SendCallback
+from apogee.client.producer.producer import Producer, RequestCallback, SendCallback
 from apogee.client.producer.validation import check_topic, validate_message
 
 __all__ = [
     "Producer",
+    "RequestCallback",
     "SendCallback",
     "SendContext",
     "SendHook",

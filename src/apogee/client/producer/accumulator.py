@@ -42,14 +42,16 @@ class Cancellable(Protocol):
 
 def batchable(msg: Message, compress_over: int) -> bool:
     """May ``msg`` travel in a batch?  Not with a delay level or to a retry topic (the broker
-    refuses both in batches), not as a transaction half, not when its body is to be
-    compressed (batch items travel uncompressed).  The producer's inline fast path checks a
-    narrower condition and may only decline more."""
+    refuses both in batches), not as a transaction half or a reply (MSG_TYPE: a reply travels
+    as SEND_REPLY_MESSAGE_V2), not when its body is to be compressed (batch items travel
+    uncompressed).  The producer's inline fast path checks a narrower condition and may only
+    decline more."""
     props = msg.properties
     return (
         len(msg.body) < compress_over
         and c.DELAY not in props
         and c.TRAN_MSG not in props
+        and c.PROPERTY_MESSAGE_TYPE not in props
         and not msg.topic.startswith(c.RETRY_GROUP_TOPIC_PREFIX)
     )
 

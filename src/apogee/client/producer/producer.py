@@ -7,7 +7,8 @@ ties them together and keeps what belongs to one producer: its lifecycle, the UN
 generator, compression, backpressure and hooks.
 
 ``send_async`` is bounded: at most ``max_inflight_messages`` await their result, and the
-call itself waits (backpressure) instead of queueing without limit.  With ``auto_batch``,
+call itself waits (backpressure) instead of queueing without limit.  ``request`` sends a
+message and waits for its reply (RIP-16, ``apogee.client.request``); ``reply`` answers one.  With ``auto_batch``,
 messages to the same topic sent asynchronously travel in SEND_BATCH_MESSAGE requests, each
 message still getting its own result.  ``flush()`` and ``shutdown()`` wait until every
 message has its result.
@@ -32,6 +33,7 @@ from apogee.client.producer.accumulator import Accumulator, Batch, BatchKey, bat
 from apogee.client.producer.hooks import SendHook, SendHooks
 from apogee.client.producer.sender import (
     SEND_KEYS,
+    SEND_REPLY_V2,
     SEND_V2,
     BatchAnswer,
     Failed,
@@ -46,13 +48,15 @@ from apogee.client.producer.validation import (
     retry_counts,
     validate_message,
 )
+from apogee.client.replier import create_reply_message, is_reply
+from apogee.client.request import prepare_request
 from apogee.client.routes import TopicPublishInfo
 from apogee.client.selectors import MessageQueueSelector
 from apogee.client.types import SendResult, SendStatus
 from apogee.common import constants as c
 from apogee.common.accel import native
 from apogee.common.aio import within
-from apogee.common.message import Message, MessageQueue
+from apogee.common.message import Message, MessageExt, MessageQueue
 from apogee.common.message_codec import BATCH_ITEM_OVERHEAD, encode_batch
 from apogee.common.message_id import UniqIdGenerator
 from apogee.errors import ApogeeError, ClientStateError, MessageValidationError
@@ -60,10 +64,18 @@ from apogee.errors import ApogeeError, ClientStateError, MessageValidationError
 log = logging.getLogger("apogee.client.producer")
 
 SendCallback = Callable[[SendResult | None, BaseException | None], Any]
+RequestCallback = Callable[[MessageExt | None, BaseException | None], Any]
 
 _DELAY = c.DELAY
 _TRAN = c.TRAN_MSG
 _RETRY_PREFIX = c.RETRY_GROUP_TOPIC_PREFIX
+_MSG_TYPE = c.PROPERTY_MESSAGE_TYPE
+
+
+def _send_code(msg: Message) -> int:
+    """SEND_REPLY_MESSAGE_V2 for a reply (MSG_TYPE=reply), else SEND_MESSAGE_V2 (as
+    MQClientAPIImpl.sendMessage chooses)."""
+    return SEND_REPLY_V2 if is_reply(msg) else SEND_V2
 
 
 class Producer:
@@ -233,13 +245,16 @@ class Producer:
         timeout = timeout_ms if timeout_ms is not None else self.config.send_timeout_ms
         if queue is not None or selector is not None:
             fixed = await self._explicit_queue(msg, queue, selector, arg)
-            return await sender.send_message(msg.topic, self._prepare(msg), timeout, 0, queue=fixed, msg=msg)
+            return await sender.send_message(
+                msg.topic, self._prepare(msg), timeout, 0, queue=fixed, msg=msg, code=_send_code(msg)
+            )
         retries = self.config.retry_times_when_send_failed
         prepared = self._prepare(msg)
         topic = msg.topic
         info = sender.routes.publish_infos.get(topic)
-        if info is None or not info.queues or topic not in self._topics or self._hooks or self.fault.enabled:
-            return await sender.send_message(topic, prepared, timeout, retries, msg=msg)
+        if (info is None or not info.queues or topic not in self._topics or self._hooks or self.fault.enabled
+                or _MSG_TYPE in msg.properties):
+            return await sender.send_message(topic, prepared, timeout, retries, msg=msg, code=_send_code(msg))
         # The usual send (known route, open connection, no hooks, no fault tracking): the
         # sender's first attempt right here, written straight to the connection, one
         # coroutine frame and the retry loop's set-up fewer per send.  Whatever it does not
@@ -279,7 +294,7 @@ class Producer:
         mq = await self._explicit_queue(msg, queue, selector, arg)
         if mq is None:
             mq = sender.select(await sender.publish_info(msg.topic), None)
-        await sender.send_oneway(msg, mq, self._prepare(msg))
+        await sender.send_oneway(msg, mq, self._prepare(msg), _send_code(msg))
 
     async def send_batch(
         self, msgs: Sequence[Message], *, queue: MessageQueue | None = None, timeout_ms: int | None = None
@@ -349,7 +364,7 @@ class Producer:
             body = msg.body
             topic = msg.topic
             if (topic in batchable_topics and body.__class__ is bytes and 0 < len(body) < self._fast_body_limit
-                    and _DELAY not in props and _TRAN not in props):
+                    and _DELAY not in props and _TRAN not in props and _MSG_TYPE not in props):
                 batch = self._pending.get(topic)
                 if batch is not None and native is not None and props.__class__ is dict:
                     # The batch is open: the message goes into it here, in C (see Accumulator.append).
@@ -412,7 +427,8 @@ class Producer:
         retries = 0 if fixed is not None else self.config.retry_times_when_send_async_failed
         try:
             result = await sender.send_message(
-                msg.topic, self._prepare(msg), timeout, retries, queue=fixed, mode="ASYNC", msg=msg
+                msg.topic, self._prepare(msg), timeout, retries, queue=fixed, mode="ASYNC", msg=msg,
+                code=_send_code(msg),
             )
         except asyncio.CancelledError:
             self._finish(fut, None, ClientStateError("the producer shut down before the message was sent"))
@@ -421,6 +437,84 @@ class Producer:
             self._finish(fut, None, exc)
         else:
             self._finish(fut, result, None)
+
+    # --- request-reply (RIP-16) ---------------------------------------------------------------
+
+    async def request(
+        self,
+        msg: Message,
+        timeout_ms: int | None = None,
+        *,
+        queue: MessageQueue | None = None,
+        selector: MessageQueueSelector | None = None,
+        arg: Any = None,
+    ) -> MessageExt:
+        """Send ``msg`` as a request and return its reply (RocketMQ's ``request(msg, timeout)``).
+
+        ``msg`` gets ``CORRELATION_ID``, ``REPLY_TO_CLIENT`` and ``TTL``; a consumer answers
+        with ``reply`` (or any RocketMQ client with ``MessageUtil.createReplyMessage``), and the
+        broker pushes the reply here.  Raises ``ReplyTimeoutError`` when no reply came within
+        ``timeout_ms`` (default ``send_timeout_ms``), or the send's error (with a note) when
+        the request could not be sent.
+        """
+        return await (await self.request_async(msg, timeout_ms=timeout_ms, queue=queue, selector=selector, arg=arg))
+
+    async def request_async(
+        self,
+        msg: Message,
+        callback: RequestCallback | None = None,
+        *,
+        timeout_ms: int | None = None,
+        queue: MessageQueue | None = None,
+        selector: MessageQueueSelector | None = None,
+        arg: Any = None,
+    ) -> asyncio.Future[MessageExt]:
+        """Send ``msg`` as a request; a future of its reply (``request``'s errors), and
+        ``callback(reply, error)`` when given (RocketMQ's ``request(msg, callback, timeout)``)."""
+        sender = self._running_sender()
+        instance = self._check_running()
+        check_message(msg, self.config.max_message_size)
+        timeout = timeout_ms if timeout_ms is not None else self.config.send_timeout_ms
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout / 1000
+        correlation_id = prepare_request(msg, instance.client_id, timeout)
+        if msg.topic not in instance.routes:
+            # The first request to the topic: learn its brokers and heartbeat them at once, so
+            # they know which connection is ours when they push the reply (as RocketMQ does).
+            await sender.publish_info(msg.topic)
+            await instance.heartbeat_all()
+        fixed = await self._explicit_queue(msg, queue, selector, arg) if (queue or selector) else None
+        fut = instance.requests.add(correlation_id, msg.topic, timeout, deadline - loop.time())
+        if callback is not None:
+            fut.add_done_callback(_callback_adapter(callback))
+        sender.spawn(self._send_request(sender, msg, correlation_id, fixed, deadline))
+        return fut
+
+    async def _send_request(
+        self, sender: Sender, msg: Message, correlation_id: str, fixed: MessageQueue | None, deadline: float
+    ) -> None:
+        """The request's send (RocketMQ sends it asynchronously, with the async retries); a
+        failure settles the request at once."""
+        requests = self._check_running().requests
+        remaining_ms = max(1, int((deadline - asyncio.get_running_loop().time()) * 1000))
+        retries = 0 if fixed is not None else self.config.retry_times_when_send_async_failed
+        try:
+            await sender.send_message(
+                msg.topic, self._prepare(msg), remaining_ms, retries, queue=fixed, mode="ASYNC", msg=msg
+            )
+        except asyncio.CancelledError:
+            requests.fail(correlation_id, ClientStateError("the producer shut down before the request was sent"))
+            raise
+        except Exception as exc:
+            exc.add_note(f"send request message to <{msg.topic}> fail")
+            requests.fail(correlation_id, exc)
+
+    async def reply(self, request: Message, body: bytes, *, timeout_ms: int | None = None) -> SendResult:
+        """Answer ``request`` (a message a consumer received) with ``body``: the reply of
+        ``replier.create_reply_message`` sent as SEND_REPLY_MESSAGE_V2, which the broker pushes
+        to the requester.  A broker that cannot reach the requester answers SYSTEM_ERROR, and
+        the send is retried on another broker of the cluster, as any send."""
+        return await self.send(create_reply_message(request, body), timeout_ms=timeout_ms)
 
     # --- auto-batches -------------------------------------------------------------------------
 
@@ -509,8 +603,8 @@ class Producer:
         self._release(1)
 
 
-def _callback_adapter(callback: SendCallback) -> Callable[[asyncio.Future[SendResult]], None]:
-    def run(fut: asyncio.Future[SendResult]) -> None:
+def _callback_adapter(callback: Callable[[Any, BaseException | None], Any]) -> Callable[[asyncio.Future[Any]], None]:
+    def run(fut: asyncio.Future[Any]) -> None:
         try:
             if fut.cancelled():
                 callback(None, asyncio.CancelledError())
@@ -519,6 +613,6 @@ def _callback_adapter(callback: SendCallback) -> Callable[[asyncio.Future[SendRe
             else:
                 callback(fut.result(), None)
         except Exception:
-            log.exception("send callback raised")
+            log.exception("send or request callback raised")
 
     return run

@@ -47,6 +47,8 @@ from apogee.remoting.headers.send import SendMessageRequestHeaderV2
 log = logging.getLogger("apogee.client.producer")
 
 SEND_V2 = int(RequestCode.SEND_MESSAGE_V2)
+# A reply (MSG_TYPE=reply) goes as SEND_REPLY_MESSAGE_V2, same header (MQClientAPIImpl.sendMessage).
+SEND_REPLY_V2 = int(RequestCode.SEND_REPLY_MESSAGE_V2)
 SEND_BATCH = int(RequestCode.SEND_BATCH_MESSAGE)
 # Wire keys of SendMessageRequestHeaderV2 ("a".."m"), taken from the header class itself, in
 # the order of the values ``Sender.fields`` gives.
@@ -201,11 +203,13 @@ class Sender:
         mode: str = "SYNC",
         msg: Message | None = None,
         first: Failed | None = None,
+        code: int = SEND_V2,
     ) -> Coroutine[Any, Any, SendResult]:
         """One message, in up to ``1 + retries`` attempts within ``timeout_ms``; to ``queue``
-        only, when given.  Await it for the ``SendResult``; raises the last attempt's error."""
+        only, when given; as request ``code`` (SEND_MESSAGE_V2, or SEND_REPLY_MESSAGE_V2 for a
+        reply).  Await it for the ``SendResult``; raises the last attempt's error."""
         messages = [msg] if msg is not None and self.hooks.hooks else None
-        return self._send(topic, queue, prepared, None, (), timeout_ms, retries, mode, messages, first)
+        return self._send(topic, queue, prepared, None, (), timeout_ms, retries, mode, messages, first, code)
 
     def send_batch(
         self,
@@ -238,6 +242,7 @@ class Sender:
         mode: str,
         messages: Sequence[Message] | None,
         first: Failed | None,
+        code: int = SEND_V2,
     ) -> Any:
         total = 1 + max(0, retries)
         error: BaseException | None = None
@@ -276,8 +281,7 @@ class Sender:
                     if prepared is not None:
                         values = self.fields(topic, mq.queue_id, prepared[1], prepared[4], prepared[2], prepared[5],
                                              False)
-                        resp = await self.remoting.invoke_fields(addr, SEND_V2, SEND_KEYS, values, prepared[0],
-                                                                 remaining)
+                        resp = await self.remoting.invoke_fields(addr, code, SEND_KEYS, values, prepared[0], remaining)
                         answer = send_result(resp, mq, prepared[3])
                     else:
                         assert body is not None
@@ -423,14 +427,14 @@ class Sender:
 
     # --- oneway -------------------------------------------------------------------------------
 
-    async def send_oneway(self, msg: Message, mq: MessageQueue, prepared: Prepared) -> None:
+    async def send_oneway(self, msg: Message, mq: MessageQueue, prepared: Prepared, code: int = SEND_V2) -> None:
         """One attempt, no answer (RocketMQ does not retry oneway sends either)."""
         addr = await self.routes.find_master_addr(mq.broker_name, mq.topic)
         ctxs = self.hooks.before([msg], "ONEWAY", mq, addr) if self.hooks.hooks else None
         start = time.perf_counter()
         values = self.fields(mq.topic, mq.queue_id, prepared[1], prepared[4], prepared[2], prepared[5], False)
         try:
-            await self.remoting.invoke_oneway(addr, request_command(SEND_V2, SEND_KEYS, values, prepared[0]))
+            await self.remoting.invoke_oneway(addr, request_command(code, SEND_KEYS, values, prepared[0]))
         except BaseException as exc:
             if ctxs:
                 self.hooks.after(ctxs, None, exc, start)

@@ -42,6 +42,8 @@ class SearchOffsetRequestHeader(Header):
     topic: str
     queue_id: Int32
     timestamp: Int64
+    # RocketMQ 5's BoundaryType ("LOWER" / "UPPER"); 4.x clients leave it out.
+    boundary_type: str | None = None
 
 
 @dataclass

@@ -1,7 +1,8 @@
 """Headers of sending: SEND_MESSAGE (V1), SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE (single-letter
-keys), the send response, and CONSUMER_SEND_MSG_BACK.  Field names from RocketMQ's
-``SendMessageRequestHeader(V2)``, ``SendMessageResponseHeader``,
-``ConsumerSendMsgBackRequestHeader``."""
+keys; SEND_REPLY_MESSAGE(_V2) use the same two), the send response, CONSUMER_SEND_MSG_BACK and
+PUSH_REPLY_MESSAGE_TO_CLIENT.  Field names from RocketMQ's ``SendMessageRequestHeader(V2)``,
+``SendMessageResponseHeader``, ``ConsumerSendMsgBackRequestHeader``,
+``ReplyMessageRequestHeader``."""
 
 from __future__ import annotations
 
@@ -67,6 +68,27 @@ class SendMessageResponseHeader(Header):
     queue_id: Int32
     queue_offset: Int64
     transaction_id: str | None = None
+
+
+@dataclass
+class ReplyMessageRequestHeader(Header):
+    """PUSH_REPLY_MESSAGE_TO_CLIENT: a reply the broker pushes to the requesting client, the
+    replier's send header plus where and when the broker took it."""
+
+    producer_group: str
+    topic: str
+    default_topic: str
+    default_topic_queue_nums: Int32
+    queue_id: Int32
+    sys_flag: Int32
+    born_timestamp: Int64
+    flag: Int32
+    born_host: str  # the replier, "ip:port"
+    store_host: str  # the broker, "ip:port"
+    store_timestamp: Int64
+    properties: str | None = None
+    reconsume_times: Int32 | None = None
+    unit_mode: bool | None = None
 
 
 @dataclass
