@@ -29,7 +29,7 @@ from apogee.client.config import ProducerConfig, with_options
 from apogee.client.fault import FaultStrategy
 from apogee.client.instance import ClientInstance
 from apogee.client.producer.accumulator import Accumulator, Batch, BatchKey, batchable, split_batch
-from apogee.client.producer.hooks import SendHook, SendHooks
+from apogee.client.producer.hooks import EndTransactionHook, SendHook, SendHooks
 from apogee.client.producer.sender import (
     SEND_KEYS,
     SEND_V2,
@@ -88,6 +88,8 @@ class Producer:
         self.fault = FaultStrategy(cfg.send_latency_fault_enable, cfg.latency_max_ms, cfg.not_available_duration_ms)
         self._send_hooks = SendHooks(cfg.group)
         self._hooks = self._send_hooks.hooks
+        self.end_transaction_hooks: list[EndTransactionHook] = []  # called by TransactionProducer
+        self._trace_hooks: tuple[Any, ...] = ()  # with enable_msg_trace: send hook, end hook (holding the dispatcher)
         self._instance: ClientInstance | None = None
         self._sender: Sender | None = None
         self._ids: UniqIdGenerator | None = None
@@ -126,6 +128,8 @@ class Producer:
         )
         self._running = True
         self._fast_async = self.config.auto_batch
+        if self.config.enable_msg_trace:
+            await self._start_tracing()
         log.info("producer %s started as %s", self.group, self._instance.client_id)
         return self
 
@@ -137,6 +141,7 @@ class Producer:
             await self.flush(timeout_ms)
         except TimeoutError:
             log.warning("producer %s shut down with %d messages still in flight", self.group, self.inflight)
+        await self._stop_tracing()
         self._running = False
         self._fast_async = False
         if self._sender is not None:
@@ -162,6 +167,25 @@ class Producer:
 
     def add_send_hook(self, hook: SendHook) -> None:
         self._hooks.append(hook)
+
+    async def _start_tracing(self) -> None:
+        """Pub records of every stored message (and EndTransaction records of decisions)."""
+        from apogee.client.trace import EndTransactionTraceHook, SendTraceHook, TraceDispatcher  # it uses Producer
+
+        dispatcher = await TraceDispatcher.start_for(self.config, self.group, "PRODUCE")
+        send_hook, end_hook = SendTraceHook(dispatcher), EndTransactionTraceHook(dispatcher)
+        self._trace_hooks = (send_hook, end_hook)
+        self._hooks.append(send_hook)
+        self.end_transaction_hooks.append(end_hook)
+
+    async def _stop_tracing(self) -> None:
+        if not self._trace_hooks:
+            return
+        send_hook, end_hook = self._trace_hooks
+        self._trace_hooks = ()
+        self._hooks.remove(send_hook)
+        self.end_transaction_hooks.remove(end_hook)
+        await send_hook.dispatcher.close()
 
     def _check_running(self) -> ClientInstance:
         if not self._running or self._instance is None:
