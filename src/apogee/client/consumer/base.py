@@ -178,6 +178,11 @@ class ConsumerBase:
             await asyncio.gather(self._rebalance_task, return_exceptions=True)
             self._rebalance_task = None
 
+    @property
+    def trace_dispatcher(self) -> TraceDispatcher | None:
+        """The ``TraceDispatcher`` with ``enable_msg_trace`` while running, else None."""
+        return self._trace_hook.dispatcher if self._trace_hook is not None else None
+
     async def _start_tracing(self) -> None:
         """With ``enable_msg_trace``: SubBefore/SubAfter records of every listener call."""
         if not self.config.enable_msg_trace or self._trace_hook is not None:

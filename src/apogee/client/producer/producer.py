@@ -168,6 +168,12 @@ class Producer:
     def add_send_hook(self, hook: SendHook) -> None:
         self._hooks.append(hook)
 
+    @property
+    def trace_dispatcher(self) -> Any:
+        """The ``TraceDispatcher`` with ``enable_msg_trace`` (its counters: ``dropped``,
+        ``sent_messages``, ``failed_messages``), else None (RocketMQ's getTraceDispatcher)."""
+        return self._trace_hooks[0].dispatcher if self._trace_hooks else None
+
     async def _start_tracing(self) -> None:
         """Pub records of every stored message (and EndTransaction records of decisions)."""
         from apogee.client.trace import EndTransactionTraceHook, SendTraceHook, TraceDispatcher  # it uses Producer

@@ -127,47 +127,34 @@ class EndTransactionRecord(NamedTuple):
 TraceRecord = PubRecord | SubBeforeRecord | SubAfterRecord | EndTransactionRecord
 
 
-def _t(value: str | None) -> str:
-    return value or NULL_TEXT
-
-
-def _b(value: bool) -> str:
-    return "true" if value else "false"
-
-
 def encode_record(record: TraceRecord) -> str:
-    """One record as Java's TraceDataEncoder writes it, ``\\x02`` included."""
-    if isinstance(record, PubRecord):
-        fields = [
-            "Pub", str(record.timestamp_ms), _t(record.region_id), record.group, record.topic, record.msg_id,
-            _t(record.tags), _t(record.keys), record.store_host, str(record.body_length), str(record.cost_ms),
-            str(int(record.msg_type)), _t(record.offset_msg_id), _b(record.success),
-        ]
-    elif isinstance(record, SubBeforeRecord):
-        fields = [
-            "SubBefore", str(record.timestamp_ms), _t(record.region_id), record.group, record.request_id,
-            record.msg_id, str(record.retry_times), _t(record.keys),
-        ]
-    elif isinstance(record, SubAfterRecord):
-        fields = [
-            "SubAfter", record.request_id, record.msg_id, str(record.cost_ms), _b(record.success), _t(record.keys),
-            str(int(record.context_code or 0)), str(record.timestamp_ms or 0), _t(record.group),
-        ]
-    else:
-        fields = [
-            "EndTransaction", str(record.timestamp_ms), _t(record.region_id), record.group, record.topic,
-            record.msg_id, _t(record.tags), _t(record.keys), record.store_host, str(int(record.msg_type)),
-            _t(record.transaction_id), record.transaction_state, _b(record.from_check),
-        ]
-    return CONTENT_SEPARATOR.join(fields) + RECORD_END
+    """One record as Java's TraceDataEncoder writes it, ``\x02`` included.
 
-
-def record_keys(record: TraceRecord) -> list[str]:
-    """What the trace message's KEYS get for ``record``: the message's id and its keys."""
-    keys = [record.msg_id] if record.msg_id else []
-    if record.keys:
-        keys.extend(k for k in record.keys.split(c.KEY_SEPARATOR) if k)
-    return keys
+    (f-strings rather than a joined list: this runs for every traced message.  An IntEnum
+    formats as its number.)"""
+    r = record
+    if isinstance(r, PubRecord):
+        return (
+            f"Pub\x01{r.timestamp_ms}\x01{r.region_id or NULL_TEXT}\x01{r.group}\x01{r.topic}\x01{r.msg_id}"
+            f"\x01{r.tags or NULL_TEXT}\x01{r.keys or NULL_TEXT}\x01{r.store_host}\x01{r.body_length}"
+            f"\x01{r.cost_ms}\x01{r.msg_type}\x01{r.offset_msg_id or NULL_TEXT}"
+            f"\x01{'true' if r.success else 'false'}\x02"
+        )
+    if isinstance(r, SubBeforeRecord):
+        return (
+            f"SubBefore\x01{r.timestamp_ms}\x01{r.region_id or NULL_TEXT}\x01{r.group}\x01{r.request_id}"
+            f"\x01{r.msg_id}\x01{r.retry_times}\x01{r.keys or NULL_TEXT}\x02"
+        )
+    if isinstance(r, SubAfterRecord):
+        return (
+            f"SubAfter\x01{r.request_id}\x01{r.msg_id}\x01{r.cost_ms}\x01{'true' if r.success else 'false'}"
+            f"\x01{r.keys or NULL_TEXT}\x01{r.context_code or 0}\x01{r.timestamp_ms or 0}\x01{r.group or NULL_TEXT}\x02"
+        )
+    return (
+        f"EndTransaction\x01{r.timestamp_ms}\x01{r.region_id or NULL_TEXT}\x01{r.group}\x01{r.topic}\x01{r.msg_id}"
+        f"\x01{r.tags or NULL_TEXT}\x01{r.keys or NULL_TEXT}\x01{r.store_host}\x01{r.msg_type}"
+        f"\x01{r.transaction_id or NULL_TEXT}\x01{r.transaction_state}\x01{'true' if r.from_check else 'false'}\x02"
+    )
 
 
 # --- decoding -----------------------------------------------------------------------------------
@@ -286,30 +273,55 @@ class TraceBatch(NamedTuple):
     keys: list[str]
 
 
-def pack(records: Iterable[TraceRecord], max_body_bytes: int, max_keys_chars: int) -> list[TraceBatch]:
-    """``records`` as trace messages: each body the records one after another, at most
-    ``max_body_bytes`` long, each KEYS the records' keys once (in the order first seen), at most
-    ``max_keys_chars`` long when joined (KEYS travels in the properties, which RocketMQ limits to
-    32 KiB); a record too large for either limit travels alone."""
-    batches: list[TraceBatch] = []
-    parts: list[bytes] = []
-    keys: dict[str, None] = {}
-    size = keys_chars = 0
-    for record in records:
+class BatchBuilder:
+    """Packs records into trace messages, one record at a time: each body the records one
+    after another, at most ``max_body_bytes`` long; each KEYS the records' message ids and
+    keys, once each in the order first seen, at most ``max_keys_chars`` long when joined (KEYS
+    travels in the properties, which RocketMQ limits to 32 KiB).  A record too large for
+    either limit travels alone.  A record's keys are counted in full against the limit before
+    duplicates are dropped: cheap, and never over."""
+
+    def __init__(self, max_body_bytes: int, max_keys_chars: int) -> None:
+        self.max_body_bytes = max_body_bytes
+        self.max_keys_chars = max_keys_chars
+        self._parts: list[bytes] = []
+        self._keys: dict[str, None] = {}
+        self._size = self._keys_chars = 0
+
+    def add(self, record: TraceRecord) -> TraceBatch | None:
+        """Add ``record``; returns the batch it closed when it did not fit with the others."""
         data = encode_record(record).encode()
-        own = dict.fromkeys(record_keys(record))
-        new_keys = [k for k in own if k not in keys]
-        more_chars = sum(len(k) + 1 for k in new_keys)
-        if parts and (size + len(data) > max_body_bytes or keys_chars + more_chars > max_keys_chars):
-            batches.append(TraceBatch(b"".join(parts), list(keys)))
-            parts, keys, size, keys_chars = [], {}, 0, 0
-            new_keys = list(own)
-            more_chars = sum(len(k) + 1 for k in new_keys)
-        parts.append(data)
-        size += len(data)
-        keys_chars += more_chars
-        for key in new_keys:
-            keys[key] = None
-    if parts:
-        batches.append(TraceBatch(b"".join(parts), list(keys)))
-    return batches
+        msg_id, text = record.msg_id, record.keys
+        more = len(msg_id) + 1 + (len(text) + 1 if text else 0)
+        closed = None
+        if self._parts and (
+            self._size + len(data) > self.max_body_bytes or self._keys_chars + more > self.max_keys_chars
+        ):
+            closed = self.take()
+        self._parts.append(data)
+        self._size += len(data)
+        self._keys_chars += more
+        keys = self._keys
+        if msg_id:
+            keys[msg_id] = None
+        if text:
+            for key in text.split(c.KEY_SEPARATOR):
+                if key:
+                    keys[key] = None
+        return closed
+
+    def take(self) -> TraceBatch | None:
+        """The open batch (None when empty); the next record starts a new one."""
+        if not self._parts:
+            return None
+        batch = TraceBatch(b"".join(self._parts), list(self._keys))
+        self._parts, self._keys, self._size, self._keys_chars = [], {}, 0, 0
+        return batch
+
+
+def pack(records: Iterable[TraceRecord], max_body_bytes: int, max_keys_chars: int) -> list[TraceBatch]:
+    """All of ``records`` as trace messages (``BatchBuilder``)."""
+    builder = BatchBuilder(max_body_bytes, max_keys_chars)
+    batches = [b for b in map(builder.add, records) if b is not None]
+    last = builder.take()
+    return batches if last is None else [*batches, last]
