@@ -22,7 +22,7 @@ import logging
 import time
 import zlib
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from apogee.client.api import send_result, send_results
 from apogee.client.config import ProducerConfig, with_options
@@ -57,6 +57,9 @@ from apogee.common.message_codec import BATCH_ITEM_OVERHEAD, encode_batch
 from apogee.common.message_id import UniqIdGenerator
 from apogee.errors import ApogeeError, ClientStateError, MessageValidationError
 
+if TYPE_CHECKING:  # the trace package sends with a Producer: imported when tracing starts
+    from apogee.client.trace import EndTransactionTraceHook, SendTraceHook, TraceDispatcher
+
 log = logging.getLogger("apogee.client.producer")
 
 SendCallback = Callable[[SendResult | None, BaseException | None], Any]
@@ -89,7 +92,8 @@ class Producer:
         self._send_hooks = SendHooks(cfg.group)
         self._hooks = self._send_hooks.hooks
         self.end_transaction_hooks: list[EndTransactionHook] = []  # called by TransactionProducer
-        self._trace_hooks: tuple[Any, ...] = ()  # with enable_msg_trace: send hook, end hook (holding the dispatcher)
+        # With enable_msg_trace: the send hook and the end-transaction hook (they hold the dispatcher).
+        self._trace_hooks: tuple[SendTraceHook, EndTransactionTraceHook] | None = None
         self._instance: ClientInstance | None = None
         self._sender: Sender | None = None
         self._ids: UniqIdGenerator | None = None
@@ -169,10 +173,10 @@ class Producer:
         self._hooks.append(hook)
 
     @property
-    def trace_dispatcher(self) -> Any:
+    def trace_dispatcher(self) -> TraceDispatcher | None:
         """The ``TraceDispatcher`` with ``enable_msg_trace`` (its counters: ``dropped``,
         ``sent_messages``, ``failed_messages``), else None (RocketMQ's getTraceDispatcher)."""
-        return self._trace_hooks[0].dispatcher if self._trace_hooks else None
+        return self._trace_hooks[0].dispatcher if self._trace_hooks is not None else None
 
     async def _start_tracing(self) -> None:
         """Pub records of every stored message (and EndTransaction records of decisions)."""
@@ -185,10 +189,10 @@ class Producer:
         self.end_transaction_hooks.append(end_hook)
 
     async def _stop_tracing(self) -> None:
-        if not self._trace_hooks:
+        if self._trace_hooks is None:
             return
         send_hook, end_hook = self._trace_hooks
-        self._trace_hooks = ()
+        self._trace_hooks = None
         self._hooks.remove(send_hook)
         self.end_transaction_hooks.remove(end_hook)
         await send_hook.dispatcher.close()
