@@ -263,3 +263,16 @@ async def test_tracing_off_writes_nothing(cluster: Cluster) -> None:
         later = await marker.send(Message(topic, b"traced"))
     await wait_for_records(cluster.ns, later.msg_id, ["Pub"])
     assert await traces_of(cluster.ns, sent.msg_id) == []
+
+
+async def test_a_trace_topic_that_refuses_writes_fails_no_send(cluster: Cluster) -> None:
+    topic, trace_topic = unique("T_sends"), unique("ReadOnlyTraces")
+    async with AdminClient(cluster.ns) as admin:
+        await admin.update_topic(trace_topic, cluster.brokers[0].addr, queues=1, perm=4)  # read only
+    async with Producer(unique("P"), cluster.ns, enable_msg_trace=True, custom_trace_topic=trace_topic,
+                        **FAST) as producer:
+        results = [await producer.send(Message(topic, b"m%d" % i)) for i in range(20)]
+        dispatcher = producer.trace_dispatcher
+        assert dispatcher is not None
+        await wait_until(lambda: dispatcher.failed_messages >= 1, 20, "the refused trace send counted")
+    assert all(r.status.name == "SEND_OK" for r in results) and dispatcher.sent_messages == 0
