@@ -13,6 +13,7 @@ import datetime as dt
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from apogee.admin import AdminClient
 from apogee.client import (
@@ -30,6 +31,8 @@ from apogee.client import (
 from apogee.common import constants as c
 from apogee.errors import NoRouteError
 from tests.integration.client.conftest import FAST, FAST_CONSUMER, Cluster, unique, wait_until
+from tests.support.processes import start_broker as start_processes_broker
+from tests.support.processes import start_namesrv
 
 TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
 
@@ -276,3 +279,37 @@ async def test_a_trace_topic_that_refuses_writes_fails_no_send(cluster: Cluster)
         assert dispatcher is not None
         await wait_until(lambda: dispatcher.failed_messages >= 1, 20, "the refused trace send counted")
     assert all(r.status.name == "SEND_OK" for r in results) and dispatcher.sent_messages == 0
+
+
+async def test_a_decision_given_to_a_broker_check_is_traced(tmp_path: Path) -> None:
+    """UNKNOW at the end of the local transaction, COMMIT_MESSAGE when the broker checks: two
+    EndTransaction records, the second from the check (a broker of its own, checking fast)."""
+    namesrv = start_namesrv(tmp_path / "ns")
+    fast_checks = "transactionCheckInterval=300\ntransactionTimeOut=1000\n"
+    broker = start_processes_broker(namesrv.addr, tmp_path / "store", fast_checks)
+    checked: list[str] = []
+
+    class LaterCommit:
+        def execute_local_transaction(self, msg: Message, arg: object) -> LocalTransactionState:
+            return LocalTransactionState.UNKNOW
+
+        def check_local_transaction(self, msg: MessageExt) -> LocalTransactionState:
+            checked.append(msg.msg_id)
+            return LocalTransactionState.COMMIT_MESSAGE
+
+    try:
+        group = unique("PG_tx_check")
+        async with TransactionProducer(group, namesrv.addr, listener=LaterCommit(), enable_msg_trace=True,
+                                       **FAST) as producer:
+            topic = unique("T_tx_check")
+            sent = await producer.send_message_in_transaction(Message(topic, b"later"))
+            msg_id = sent.send_result.msg_id
+            await wait_until(lambda: checked, 20, "the broker's check")
+        found = await wait_for_records(namesrv.addr, msg_id, ["EndTransaction", "EndTransaction"])
+    finally:
+        broker.close()
+        namesrv.close()
+    ends = sorted((r for _, r in found["EndTransaction"]), key=lambda r: r[12])
+    assert [(r[3], r[4], r[5], r[11], r[12]) for r in ends] == [
+        (group, topic, msg_id, "UNKNOW", "false"), (group, topic, msg_id, "COMMIT_MESSAGE", "true"),
+    ]
