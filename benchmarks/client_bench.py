@@ -18,7 +18,10 @@ With --cpp the Apache RocketMQ C++ client (rocketmq==0.4.4 in .venv-interop, via
 tests/interop/clients/cpp_client.py) runs W1, W2, W3 and W5 on the same broker for comparison
 (smaller counts for its sends: it has no batching and its async send is slow).
 
-Run:  .venv/bin/python benchmarks/client_bench.py [--only W1,W3] [--runs 3] [--messages 500000] [--cpp]
+With --trace the producers of W1, W2 and W5 write message traces (enable_msg_trace; W1 also
+reports the trace records dropped because the dispatcher's queue was full).
+
+Run:  .venv/bin/python benchmarks/client_bench.py [--only W1,W3] [--runs 3] [--messages 500000] [--cpp] [--trace]
 """
 
 from __future__ import annotations
@@ -102,9 +105,9 @@ def pct(values: list[float], q: float) -> float:
 W1_WARMUP = 1000
 
 
-async def w1(ns: str, topic: str, n: int) -> tuple[float, dict[str, float]]:
+async def w1(ns: str, topic: str, n: int, trace: bool = False) -> tuple[float, dict[str, float]]:
     body = b"x" * 1024
-    async with Producer("bench_w1", ns, default_topic_queue_nums=8) as p:
+    async with Producer("bench_w1", ns, default_topic_queue_nums=8, enable_msg_trace=trace) as p:
         for _ in range(W1_WARMUP):
             await p.send(Message(topic, body))
         lat = []
@@ -114,12 +117,15 @@ async def w1(ns: str, topic: str, n: int) -> tuple[float, dict[str, float]]:
             await p.send(Message(topic, body, properties={"KEYS": f"k{i}", "TAGS": "TagA"}))
             lat.append((time.perf_counter() - t0) * 1000)
         rate = n / (time.perf_counter() - start)
-    return rate, {"p50_ms": pct(lat, 0.5), "p99_ms": pct(lat, 0.99)}
+        extra = {"p50_ms": pct(lat, 0.5), "p99_ms": pct(lat, 0.99)}
+        if trace:
+            extra["trace_dropped"] = p.trace_dispatcher.dropped
+    return rate, extra
 
 
-async def produce_async(ns: str, topic: str, n: int, size: int, group: str) -> float:
+async def produce_async(ns: str, topic: str, n: int, size: int, group: str, trace: bool = False) -> float:
     body = b"x" * size
-    async with Producer(group, ns, default_topic_queue_nums=8) as p:
+    async with Producer(group, ns, default_topic_queue_nums=8, enable_msg_trace=trace) as p:
         await p.send(Message(topic, body))
         start = time.perf_counter()
         last = None
@@ -326,13 +332,14 @@ async def bench(ns: str, broker_pid: int | None, args: argparse.Namespace) -> No
 
     if "W1" in only:
         await measure(
-            "W1", "sync send 1 KiB, one at a time (msgs/s)", lambda r: w1(ns, f"BenchW1_{tag}_{r}", args.sync_messages)
+            "W1", "sync send 1 KiB, one at a time (msgs/s)",
+            lambda r: w1(ns, f"BenchW1_{tag}_{r}", args.sync_messages, args.trace),
         )
     if "W2" in only or "W3" in only:
         await measure(
             "W2",
             f"send_async auto-batched 1 KiB x {args.messages} (msgs/s)",
-            lambda r: produce_async(ns, f"BenchW2_{tag}_{r}", args.messages, 1024, "bench_w2"),
+            lambda r: produce_async(ns, f"BenchW2_{tag}_{r}", args.messages, 1024, "bench_w2", args.trace),
         )
     if "W3" in only:
         for r in range(args.runs):  # the backlog must be fully dispatched before W3 is timed
@@ -352,7 +359,7 @@ async def bench(ns: str, broker_pid: int | None, args: argparse.Namespace) -> No
         await measure(
             "W5",
             f"send_async auto-batched 100 B x {args.messages} (msgs/s)",
-            lambda r: produce_async(ns, f"BenchW5_{tag}_{r}", args.messages, 100, "bench_w5"),
+            lambda r: produce_async(ns, f"BenchW5_{tag}_{r}", args.messages, 100, "bench_w5", args.trace),
         )
 
     if args.cpp and CPP_PYTHON.exists():
@@ -395,6 +402,7 @@ def main() -> None:
     parser.add_argument("--cpp", action="store_true", help="also run the C++ client (.venv-interop) where it can")
     parser.add_argument("--cpp-sync-messages", type=int, default=5_000)
     parser.add_argument("--cpp-messages", type=int, default=20_000)
+    parser.add_argument("--trace", action="store_true", help="W1, W2, W5 with enable_msg_trace (message traces)")
     args = parser.parse_args()
     if args.namesrv:
         run(bench(args.namesrv, None, args))

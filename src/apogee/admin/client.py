@@ -9,10 +9,12 @@ remark), so the CLI prints one line per failure.
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass
 
 from apogee.client.config import ClientConfig
 from apogee.client.instance import ClientInstance
+from apogee.client.trace import TRACE_TOPIC, MessageTrace, collect_trace
 from apogee.common.message import MessageExt, MessageQueue
 from apogee.common.message_codec import decode_records
 from apogee.common.message_id import decode_offset_msg_id
@@ -29,6 +31,7 @@ from apogee.remoting.headers.consumer import (
 from apogee.remoting.headers.pull import FLAG_SUBSCRIPTION, PullMessageRequestHeader
 
 TIMEOUT_MS = 5000
+TRACE_QUERY_MAX = 64
 
 
 class InvalidIdError(ClientError, ValueError):
@@ -82,7 +85,8 @@ class AdminClient:
         return await self.instance.remoting.invoke(addr, request, self.timeout_ms)
 
     async def _namesrv(self, request: RemotingCommand) -> RemotingCommand:
-        return await self.instance.invoke_namesrv(lambda addr: self._invoke(addr, request))
+        resp: RemotingCommand = await self.instance.invoke_namesrv(lambda addr: self._invoke(addr, request))
+        return resp
 
     # --- routes, topics, clusters -------------------------------------------------------------
 
@@ -108,9 +112,14 @@ class AdminClient:
         brokers, clusters = decode_cluster_info(resp.body_bytes())
         return dict(brokers), clusters
 
-    async def update_topic(self, topic: str, broker_addr: str, queues: int = 8, perm: int = 6, order: bool = False) -> None:
-        header = CreateTopicRequestHeader(topic, read_queue_nums=queues, write_queue_nums=queues, perm=perm, order=order)
-        _check(await self._invoke(broker_addr, RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, header.encode())))
+    async def update_topic(
+        self, topic: str, broker_addr: str, queues: int = 8, perm: int = 6, order: bool = False
+    ) -> None:
+        header = CreateTopicRequestHeader(
+            topic, read_queue_nums=queues, write_queue_nums=queues, perm=perm, order=order
+        )
+        request = RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, header.encode())
+        _check(await self._invoke(broker_addr, request))
 
     # --- messages -----------------------------------------------------------------------------
 
@@ -159,11 +168,20 @@ class AdminClient:
         try:
             return [FoundMessage(await self.view_message(msg_id), "")]
         except ValueError as exc:
-            raise InvalidIdError(f"{msg_id!r} is not an offset message id ({exc}); give -t TOPIC for a unique id") from None
+            raise InvalidIdError(
+                f"{msg_id!r} is not an offset message id ({exc}); give -t TOPIC for a unique id"
+            ) from None
         except RemoteError:
             if topic is not None:
                 return []
             raise
+
+    async def message_trace(self, msg_id: str, trace_topic: str = TRACE_TOPIC) -> MessageTrace:
+        """What the trace topic holds about ``msg_id`` (mqadmin's queryMsgTraceById): the trace
+        messages whose KEYS hold the id (64 at most, as mqadmin asks), their records of it."""
+        now_ms = int(time.time() * 1000)
+        found = await self.query_by_key(trace_topic, msg_id, end_ms=now_ms, max_num=TRACE_QUERY_MAX)
+        return collect_trace(msg_id, ((f.message.body, f.message.born_host[0]) for f in found))
 
     async def message_at(self, topic: str, broker_name: str, queue_id: int, offset: int) -> MessageExt | None:
         masters = await self.masters(topic)
@@ -173,7 +191,8 @@ class AdminClient:
             consumer_group=ADMIN_GROUP, topic=topic, queue_id=queue_id, queue_offset=offset, max_msg_nums=1,
             sys_flag=FLAG_SUBSCRIPTION, commit_offset=0, suspend_timeout_millis=0, sub_version=0, subscription="*",
         )
-        resp = await self._invoke(masters[broker_name], RemotingCommand.request(RequestCode.PULL_MESSAGE, header.encode()))
+        request = RemotingCommand.request(RequestCode.PULL_MESSAGE, header.encode())
+        resp = await self._invoke(masters[broker_name], request)
         if resp.code != ResponseCode.SUCCESS:
             return None
         messages = decode_records(resp.body_bytes())
@@ -194,7 +213,8 @@ class AdminClient:
         header = ResetOffsetRequestHeader(topic, group, timestamp_ms, force).encode()
         out: dict[MessageQueue, int] = {}
         for name, addr in (await self.masters(topic)).items():
-            resp = _check(await self._invoke(addr, RemotingCommand.request(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, dict(header))))
+            request = RemotingCommand.request(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, dict(header))
+            resp = _check(await self._invoke(addr, request))
             for key, offset in decode_reset_offset_body(resp.body_bytes()).items():
                 out[MessageQueue(key.topic, key.broker_name or name, key.queue_id)] = offset
         return out

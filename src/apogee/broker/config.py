@@ -13,6 +13,7 @@ import socket
 from dataclasses import dataclass, field
 
 from apogee.common.config import rmq_key
+from apogee.common.constants import RMQ_SYS_TRACE_TOPIC
 
 
 class BrokerRole(enum.Enum):
@@ -111,7 +112,9 @@ class BrokerConfig:
     default_topic_queue_nums: int = 8
     cluster_topic_enable: bool = True
     broker_topic_enable: bool = True
+    # Create the topic of clients' message traces (msg_trace_topic_name, 1 queue) at start.
     trace_topic_enable: bool = False
+    msg_trace_topic_name: str = RMQ_SYS_TRACE_TOPIC
     register_name_server_period_ms: int = field(
         default=30_000, metadata=rmq_key("registerNameServerPeriod")
     )

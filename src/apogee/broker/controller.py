@@ -67,6 +67,7 @@ class BrokerController:
             delay_level_count=len(self.delay_levels_ms),
             cluster_topic_enable=config.cluster_topic_enable,
             broker_topic_enable=config.broker_topic_enable,
+            trace_topic=config.msg_trace_topic_name if config.trace_topic_enable else None,
         )
         self.offsets = ConsumerOffsetManager(config_dir / "consumerOffset.json")
         self.subscriptions = SubscriptionGroupManager(

@@ -38,7 +38,6 @@ from apogee.common.constants import (
     reply_topic,
 )
 from apogee.common.validators import (
-    NOT_ALLOWED_SEND_TOPICS,
     int32_problem,
     validate_perm,
     validate_topic,
@@ -76,6 +75,7 @@ class TopicConfigManager:
         delay_level_count: int,
         cluster_topic_enable: bool = True,
         broker_topic_enable: bool = True,
+        trace_topic: str | None = None,
     ) -> None:
         self.table: dict[str, TopicConfigData] = {}
         self.file = TableFile(path, self.encode, write_at_once=True)
@@ -99,6 +99,12 @@ class TopicConfigManager:
         if broker_topic_enable:
             system.append(TopicConfigData(broker_name, 1, 1, PERM_INHERIT | PERM_RW))
         system.append(TopicConfigData(reply_topic(cluster_name), 1, 1))  # RIP-16 replies
+        if trace_topic:  # traceTopicEnable: clients' message traces (msgTraceTopicName)
+            problem = validate_topic(trace_topic)
+            if problem is None:
+                system.append(TopicConfigData(trace_topic, 1, 1))
+            else:
+                log.error("msgTraceTopicName %r not created: %s", trace_topic, problem)
         for config in system:
             self.table.setdefault(config.topic_name, config)
         self._bump()

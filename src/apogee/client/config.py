@@ -19,6 +19,7 @@ from apogee.client.consumer.allocate import AllocateAveragely, AllocateStrategy
 from apogee.client.types import ConsumeFromWhere, MessageModel
 from apogee.common import constants as c
 from apogee.common.config import rmq_key
+from apogee.common.validators import validate_topic
 from apogee.errors import ConfigError
 from apogee.remoting.config import RemotingConfig
 
@@ -52,6 +53,12 @@ class ClientConfig:
     # Consumers send their offsets to brokers (or the local file) this often.
     persist_consumer_offset_interval_ms: int = field(default=5_000, metadata=rmq_key("persistConsumerOffsetInterval"))
     remoting: RemotingConfig = field(default_factory=RemotingConfig)
+    # Message traces (RocketMQ's enableMsgTrace): producers write a Pub record per stored
+    # message (transaction producers an EndTransaction per decision too), push and lite pull
+    # consumers SubBefore/SubAfter per message consumed, to RMQ_SYS_TRACE_TOPIC or
+    # ``custom_trace_topic``; ``apogee admin query-msg-trace-by-id`` shows them.
+    enable_msg_trace: bool = False
+    custom_trace_topic: str = field(default="", metadata=rmq_key("customizedTraceTopic"))
 
     def namesrv_list(self) -> list[str]:
         return [a.strip() for a in self.namesrv_addr.replace(",", ";").split(";") if a.strip()]
@@ -85,6 +92,10 @@ class ClientConfig:
         ):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive")
+        if self.custom_trace_topic:
+            problem = validate_topic(self.custom_trace_topic)
+            if problem is not None:
+                raise ConfigError(f"custom_trace_topic: {problem}")
 
 
 @dataclass

@@ -22,6 +22,7 @@ import logging
 from collections.abc import Awaitable
 from typing import Any, NamedTuple, Protocol
 
+from apogee.client.producer.hooks import EndTransactionContext, run_end_transaction_hooks
 from apogee.client.producer.producer import Producer
 from apogee.client.types import SendResult, SendStatus
 from apogee.common import constants as c
@@ -145,13 +146,17 @@ class TransactionProducer(Producer):
             except Exception:
                 log.exception("execute_local_transaction failed for %s; the broker will check it", result.msg_id)
                 state = LocalTransactionState.UNKNOW
-        await self._end(result, state)
+        await self._end(msg, result, state)
         return TransactionSendResult(result, state)
 
-    async def _end(self, result: SendResult, state: LocalTransactionState) -> None:
+    async def _end(self, msg: Message, result: SendResult, state: LocalTransactionState) -> None:
         instance = self._check_running()
         mq = result.message_queue
         addr = instance.master_addr(mq.broker_name) or await instance.find_master_addr(mq.broker_name, mq.topic)
+        if self.end_transaction_hooks:
+            run_end_transaction_hooks(self.end_transaction_hooks, EndTransactionContext(
+                self.group, msg, result.msg_id, result.msg_id, addr, state.name, False,
+            ))
         _, _, commit_log_offset = decode_offset_msg_id(result.offset_msg_id)
         header = EndTransactionRequestHeader(
             producer_group=self.group,
@@ -199,6 +204,10 @@ class TransactionProducer(Producer):
             from_transaction_check=True,
             transaction_id=header.transaction_id or uniq,
         )
+        if self.end_transaction_hooks:
+            run_end_transaction_hooks(self.end_transaction_hooks, EndTransactionContext(
+                self.group, msg, end.msg_id, end.transaction_id or "", addr, state.name, True,
+            ))
         try:
             await self._check_running().remoting.invoke_oneway(
                 addr, RemotingCommand.request(RequestCode.END_TRANSACTION, end.encode(), oneway=True)

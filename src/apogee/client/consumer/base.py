@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 from apogee.client.config import ConsumerConfig, with_options
+from apogee.client.consumer.hooks import ConsumeHook, ConsumeHooks
 from apogee.client.consumer.offset_store import (
     OFFSET_UNKNOWN,
     LocalFileOffsetStore,
@@ -24,6 +25,7 @@ from apogee.client.consumer.process_queue import ProcessQueue
 from apogee.client.consumer.rebalance import Rebalancer
 from apogee.client.consumer.subscription import Subscription, build_subscription
 from apogee.client.instance import ClientInstance
+from apogee.client.trace import ConsumeTraceHook, TraceDispatcher
 from apogee.client.types import ConsumeFromWhere, MessageModel, PullResult
 from apogee.common import constants as c
 from apogee.common.aio import wait_event
@@ -68,6 +70,13 @@ class ConsumerBase:
         self._rebalance_task: asyncio.Task[None] | None = None
         self._timers: list[asyncio.TimerHandle] = []
         self._start_ms = 0
+        self.consume_hooks = ConsumeHooks(config.group, config.consume_timeout_min * 60_000)
+        self._trace_hook: ConsumeTraceHook | None = None  # with enable_msg_trace (it holds the dispatcher)
+
+    def add_consume_hook(self, hook: ConsumeHook) -> None:
+        """Call ``hook.before_consume(ctx)`` / ``hook.after_consume(ctx)`` around every listener
+        call (push) or every batch ``poll()`` returns (lite pull)."""
+        self.consume_hooks.hooks.append(hook)
 
     # --- subscriptions ------------------------------------------------------------------------
 
@@ -169,8 +178,24 @@ class ConsumerBase:
             await asyncio.gather(self._rebalance_task, return_exceptions=True)
             self._rebalance_task = None
 
+    @property
+    def trace_dispatcher(self) -> TraceDispatcher | None:
+        """The ``TraceDispatcher`` with ``enable_msg_trace`` while running, else None."""
+        return self._trace_hook.dispatcher if self._trace_hook is not None else None
+
+    async def _start_tracing(self) -> None:
+        """With ``enable_msg_trace``: SubBefore/SubAfter records of every listener call."""
+        if not self.config.enable_msg_trace or self._trace_hook is not None:
+            return
+        self._trace_hook = ConsumeTraceHook(await TraceDispatcher.start_for(self.config, self.group, "CONSUME"))
+        self.add_consume_hook(self._trace_hook)
+
     async def _release_base(self) -> None:
         assert self.instance is not None
+        if self._trace_hook is not None:
+            hook, self._trace_hook = self._trace_hook, None
+            self.consume_hooks.hooks.remove(hook)
+            await hook.dispatcher.close()
         await self.instance.unregister_consumer(self.group)
         await self.instance.release()
 

@@ -121,6 +121,9 @@ class ConcurrentConsumeService:
         for msg in msgs:
             msg.properties[c.PROPERTY_CONSUME_START_TIMESTAMP] = now
         ctx = ConsumeContext(mq)
+        hooks = self.consumer.consume_hooks
+        began = hooks.before(msgs, mq) if hooks.hooks else None
+        status: ConsumeResult | None = None  # None: the listener raised
         pq.running_batches += 1
         try:
             if self.is_async:
@@ -133,9 +136,12 @@ class ConcurrentConsumeService:
             raise
         except Exception:
             log.exception("listener of %s failed on %d message(s) of %s; they will be retried", group, len(msgs), mq)
-            status = ConsumeResult.RECONSUME_LATER
         finally:
             pq.running_batches -= 1
+        if began is not None:
+            hooks.after(began, status)
+        if status is None:
+            status = ConsumeResult.RECONSUME_LATER
         await self._process_result(status, ctx, msgs, pq, mq)
 
     async def _process_result(

@@ -28,7 +28,7 @@ from apogee.client.consumer.offset_store import ReadOffsetType
 from apogee.client.consumer.process_queue import ProcessQueue
 from apogee.client.consumer.rebalance import Rebalancer
 from apogee.client.consumer.subscription import Subscription, build_subscription
-from apogee.client.types import MessageModel, PullStatus
+from apogee.client.types import ConsumeResult, MessageModel, PullStatus
 from apogee.common.aio import within
 from apogee.common.message import MessageExt, MessageQueue
 from apogee.errors import ApogeeError, ClientError, ClientStateError
@@ -138,6 +138,7 @@ class LitePullConsumer(ConsumerBase):
             self.subscriptions = {}
         self.rebalancer = Rebalancer(self, self.config.message_model, self.config.allocate_strategy)
         await self._start_base()
+        await self._start_tracing()
         if self._mode == "assign":
             await self._apply_assignment()
         self._start_rebalance()
@@ -298,6 +299,9 @@ class LitePullConsumer(ConsumerBase):
         if self.config.auto_commit and not state.pq.released:
             assert self.offset_store is not None
             self.offset_store.update_offset(state.mq, state.consume_offset, False)
+        hooks = self.consume_hooks
+        if hooks.hooks:  # handed out is consumed, as far as anyone here can tell
+            hooks.after(hooks.before(fetched.msgs, state.mq), ConsumeResult.CONSUME_SUCCESS)
         return fetched.msgs
 
     # --- positions ----------------------------------------------------------------------------

@@ -158,6 +158,9 @@ class OrderlyConsumeService:
                     return
 
     async def _call(self, msgs: list[MessageExt], ctx: ConsumeContext, mq: MessageQueue) -> ConsumeResult:
+        hooks = self.consumer.consume_hooks
+        began = hooks.before(msgs, mq) if hooks.hooks else None
+        result: ConsumeResult | None = None  # None: the listener raised
         try:
             if self.is_async:
                 value = await self.listener(msgs, ctx)
@@ -169,6 +172,9 @@ class OrderlyConsumeService:
             raise
         except Exception:
             log.exception("orderly listener of %s failed on %d message(s) of %s", self.consumer.group, len(msgs), mq)
+        if began is not None:
+            hooks.after(began, result)
+        if result is None:
             return ConsumeResult.SUSPEND_CURRENT_QUEUE_A_MOMENT
         if result is ConsumeResult.RECONSUME_LATER:
             return ConsumeResult.SUSPEND_CURRENT_QUEUE_A_MOMENT

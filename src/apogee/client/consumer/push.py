@@ -105,6 +105,7 @@ class PushConsumer(ConsumerBase):
             lock_retry_delay_ms=self.config.lock_retry_delay_ms,
         )
         await self._start_base()
+        await self._start_tracing()
         self.service.start()
         self._start_rebalance()
         log.info(

@@ -69,3 +69,30 @@ class SendHooks:
                     hook.after_send(ctx)
                 except Exception:
                     log.exception("send hook %r failed", hook)
+
+
+@dataclass(slots=True)
+class EndTransactionContext:
+    """What end-transaction hooks see when a transaction producer sends its decision."""
+
+    group: str
+    message: Message
+    msg_id: str  # the half message's UNIQ_KEY
+    transaction_id: str
+    broker_addr: str
+    state: str  # COMMIT_MESSAGE, ROLLBACK_MESSAGE or UNKNOW
+    from_check: bool  # the answer to a broker's check, not the end of send_message_in_transaction
+
+
+class EndTransactionHook(Protocol):
+    """Called when a transaction producer sends END_TRANSACTION (RocketMQ's EndTransactionHook)."""
+
+    def end_transaction(self, ctx: EndTransactionContext) -> None: ...
+
+
+def run_end_transaction_hooks(hooks: Sequence[EndTransactionHook], ctx: EndTransactionContext) -> None:
+    for hook in hooks:
+        try:
+            hook.end_transaction(ctx)
+        except Exception:
+            log.exception("end-transaction hook %r failed", hook)

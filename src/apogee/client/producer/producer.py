@@ -23,14 +23,14 @@ import logging
 import time
 import zlib
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from apogee.client.api import send_result, send_results
 from apogee.client.config import ProducerConfig, with_options
 from apogee.client.fault import FaultStrategy
 from apogee.client.instance import ClientInstance
 from apogee.client.producer.accumulator import Accumulator, Batch, BatchKey, batchable, split_batch
-from apogee.client.producer.hooks import SendHook, SendHooks
+from apogee.client.producer.hooks import EndTransactionHook, SendHook, SendHooks
 from apogee.client.producer.sender import (
     SEND_KEYS,
     SEND_REPLY_V2,
@@ -60,6 +60,9 @@ from apogee.common.message import Message, MessageExt, MessageQueue
 from apogee.common.message_codec import BATCH_ITEM_OVERHEAD, encode_batch
 from apogee.common.message_id import UniqIdGenerator
 from apogee.errors import ApogeeError, ClientStateError, MessageValidationError
+
+if TYPE_CHECKING:  # the trace package sends with a Producer: imported when tracing starts
+    from apogee.client.trace import EndTransactionTraceHook, SendTraceHook, TraceDispatcher
 
 log = logging.getLogger("apogee.client.producer")
 
@@ -100,6 +103,9 @@ class Producer:
         self.fault = FaultStrategy(cfg.send_latency_fault_enable, cfg.latency_max_ms, cfg.not_available_duration_ms)
         self._send_hooks = SendHooks(cfg.group)
         self._hooks = self._send_hooks.hooks
+        self.end_transaction_hooks: list[EndTransactionHook] = []  # called by TransactionProducer
+        # With enable_msg_trace: the send hook and the end-transaction hook (they hold the dispatcher).
+        self._trace_hooks: tuple[SendTraceHook, EndTransactionTraceHook] | None = None
         self._instance: ClientInstance | None = None
         self._sender: Sender | None = None
         self._ids: UniqIdGenerator | None = None
@@ -138,6 +144,8 @@ class Producer:
         )
         self._running = True
         self._fast_async = self.config.auto_batch
+        if self.config.enable_msg_trace:
+            await self._start_tracing()
         log.info("producer %s started as %s", self.group, self._instance.client_id)
         return self
 
@@ -149,6 +157,7 @@ class Producer:
             await self.flush(timeout_ms)
         except TimeoutError:
             log.warning("producer %s shut down with %d messages still in flight", self.group, self.inflight)
+        await self._stop_tracing()
         self._running = False
         self._fast_async = False
         if self._sender is not None:
@@ -174,6 +183,31 @@ class Producer:
 
     def add_send_hook(self, hook: SendHook) -> None:
         self._hooks.append(hook)
+
+    @property
+    def trace_dispatcher(self) -> TraceDispatcher | None:
+        """The ``TraceDispatcher`` with ``enable_msg_trace`` (its counters: ``dropped``,
+        ``sent_messages``, ``failed_messages``), else None (RocketMQ's getTraceDispatcher)."""
+        return self._trace_hooks[0].dispatcher if self._trace_hooks is not None else None
+
+    async def _start_tracing(self) -> None:
+        """Pub records of every stored message (and EndTransaction records of decisions)."""
+        from apogee.client.trace import EndTransactionTraceHook, SendTraceHook, TraceDispatcher  # it uses Producer
+
+        dispatcher = await TraceDispatcher.start_for(self.config, self.group, "PRODUCE")
+        send_hook, end_hook = SendTraceHook(dispatcher), EndTransactionTraceHook(dispatcher)
+        self._trace_hooks = (send_hook, end_hook)
+        self._hooks.append(send_hook)
+        self.end_transaction_hooks.append(end_hook)
+
+    async def _stop_tracing(self) -> None:
+        if self._trace_hooks is None:
+            return
+        send_hook, end_hook = self._trace_hooks
+        self._trace_hooks = None
+        self._hooks.remove(send_hook)
+        self.end_transaction_hooks.remove(end_hook)
+        await send_hook.dispatcher.close()
 
     def _check_running(self) -> ClientInstance:
         if not self._running or self._instance is None:
