@@ -108,9 +108,17 @@ class AdminClient:
         brokers, clusters = decode_cluster_info(resp.body_bytes())
         return dict(brokers), clusters
 
-    async def update_topic(self, topic: str, broker_addr: str, queues: int = 8, perm: int = 6, order: bool = False) -> None:
-        header = CreateTopicRequestHeader(topic, read_queue_nums=queues, write_queue_nums=queues, perm=perm, order=order)
-        _check(await self._invoke(broker_addr, RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, header.encode())))
+    async def update_topic(
+        self, topic: str, broker_addr: str, queues: int = 8, perm: int = 6, order: bool = False
+    ) -> None:
+        header = CreateTopicRequestHeader(
+            topic, read_queue_nums=queues, write_queue_nums=queues, perm=perm, order=order
+        )
+        _check(
+            await self._invoke(
+                broker_addr, RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, header.encode())
+            )
+        )
 
     # --- messages -----------------------------------------------------------------------------
 
@@ -159,7 +167,9 @@ class AdminClient:
         try:
             return [FoundMessage(await self.view_message(msg_id), "")]
         except ValueError as exc:
-            raise InvalidIdError(f"{msg_id!r} is not an offset message id ({exc}); give -t TOPIC for a unique id") from None
+            raise InvalidIdError(
+                f"{msg_id!r} is not an offset message id ({exc}); give -t TOPIC for a unique id"
+            ) from None
         except RemoteError:
             if topic is not None:
                 return []
@@ -173,7 +183,9 @@ class AdminClient:
             consumer_group=ADMIN_GROUP, topic=topic, queue_id=queue_id, queue_offset=offset, max_msg_nums=1,
             sys_flag=FLAG_SUBSCRIPTION, commit_offset=0, suspend_timeout_millis=0, sub_version=0, subscription="*",
         )
-        resp = await self._invoke(masters[broker_name], RemotingCommand.request(RequestCode.PULL_MESSAGE, header.encode()))
+        resp = await self._invoke(
+            masters[broker_name], RemotingCommand.request(RequestCode.PULL_MESSAGE, header.encode())
+        )
         if resp.code != ResponseCode.SUCCESS:
             return None
         messages = decode_records(resp.body_bytes())
@@ -193,7 +205,11 @@ class AdminClient:
         header = ResetOffsetRequestHeader(topic, group, timestamp_ms, force).encode()
         out: dict[MessageQueue, int] = {}
         for name, addr in (await self.masters(topic)).items():
-            resp = _check(await self._invoke(addr, RemotingCommand.request(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, dict(header))))
+            resp = _check(
+                await self._invoke(
+                    addr, RemotingCommand.request(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, dict(header))
+                )
+            )
             for key, offset in decode_reset_offset_body(resp.body_bytes()).items():
                 out[MessageQueue(key.topic, key.broker_name or name, key.queue_id)] = offset
         return out

@@ -37,7 +37,6 @@ from apogee.common.constants import (
     TRANS_CHECK_MAX_TIME_TOPIC,
 )
 from apogee.common.validators import (
-    NOT_ALLOWED_SEND_TOPICS,
     int32_problem,
     validate_perm,
     validate_topic,
