@@ -22,7 +22,7 @@ import logging
 import random
 import time
 from collections.abc import Awaitable, Callable, Iterable
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import orjson
 
@@ -46,6 +46,7 @@ from apogee.remoting.connection import Connection
 from apogee.remoting.server import RequestDispatcher
 
 log = logging.getLogger("apogee.client.instance")
+T = TypeVar("T")
 
 
 class ConsumerHandle(Protocol):
@@ -214,7 +215,7 @@ class ClientInstance:
 
     # --- NameServers and routes ---------------------------------------------------------------
 
-    async def invoke_namesrv(self, call: Callable[[str], Awaitable[Any]]) -> Any:
+    async def invoke_namesrv(self, call: Callable[[str], Awaitable[T]]) -> T:
         """Run ``call(addr)`` on the current NameServer, failing over to the others in turn."""
         last: Exception | None = None
         for _ in range(len(self._namesrvs)):
@@ -229,7 +230,7 @@ class ClientInstance:
         raise last
 
     async def fetch_route(self, topic: str) -> TopicRouteData | None:
-        return await self.invoke_namesrv(lambda addr: self.api.get_route(addr, topic))  # type: ignore[no-any-return]
+        return await self.invoke_namesrv(lambda addr: self.api.get_route(addr, topic))
 
     async def update_topic_route(
         self, topic: str, *, default_topic: str | None = None, default_queue_nums: int = 4
