@@ -6,10 +6,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from apogee.broker.config import BrokerConfig
-from apogee.cli.serve import parse_listen
 from apogee.common.config import apply
 from apogee.namesrv.config import NamesrvConfig
 from apogee.namesrv.server import NameServer
+from apogee.remoting.config import parse_listen
 from apogee.store.config import StoreConfig
 
 

@@ -6,13 +6,13 @@ import sys
 
 import click
 
-from apogee.cli.serve import parse_listen, serve, setup_logging
+from apogee.cli.serve import serve, setup_logging
 from apogee.cli.status import ExitStatus
 from apogee.common.config import apply, load_file
 from apogee.errors import ConfigError
 from apogee.namesrv.config import NamesrvConfig
 from apogee.namesrv.server import NameServer
-from apogee.remoting.config import RemotingConfig
+from apogee.remoting.config import RemotingConfig, parse_listen
 
 
 @click.command("namesrv")
