@@ -33,6 +33,7 @@ from apogee.client.routes import TopicRoutes
 from apogee.client.routes import publish_queues as publish_queues
 from apogee.client.routes import subscribe_queues as subscribe_queues
 from apogee.common import constants as c
+from apogee.common.host import local_ip
 from apogee.common.lenient_json import loads
 from apogee.common.message import MessageQueue
 from apogee.common.message_codec import decode_record
@@ -77,7 +78,7 @@ class ClientInstance:
     _registry: dict[tuple[int, str], ClientInstance] = {}
 
     def __init__(self, config: ClientConfig) -> None:
-        config.resolve_identity()
+        config.resolve_identity(local_ip)
         config.validate()
         self.config = config
         self.client_id = config.client_id()
@@ -114,7 +115,7 @@ class ClientInstance:
     @classmethod
     async def acquire(cls, config: ClientConfig) -> ClientInstance:
         """The running instance for ``config``'s client id on this loop, started if new."""
-        config.resolve_identity()
+        config.resolve_identity(local_ip)
         key = (id(asyncio.get_running_loop()), config.client_id())
         instance = cls._registry.get(key)
         if instance is None or not instance.running:

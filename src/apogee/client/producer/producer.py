@@ -54,7 +54,7 @@ from apogee.common.accel import native
 from apogee.common.aio import within
 from apogee.common.message import Message, MessageQueue
 from apogee.common.message_codec import BATCH_ITEM_OVERHEAD, encode_batch
-from apogee.common.message_id import UniqIdGenerator
+from apogee.common.uniq_id import UniqIdGenerator
 from apogee.errors import ApogeeError, ClientStateError, MessageValidationError
 
 log = logging.getLogger("apogee.client.producer")
