@@ -36,9 +36,10 @@ interop: $(INTEROP_STAMP)
 
 # `make test` (what CI runs, `.ci/run`): the whole pytest suite, and next to it the gates of
 # `make check` (lint, check-native, check-pure).  The suite spends much of its time waiting on
-# servers, JVMs and the C++ client, so the gates run in the background meanwhile, each into
-# its own log under build/gates/, printed whole when it ends; the last line names every
-# failure, and any failure fails the run.
+# servers, JVMs and the C++ client, so the gates run in the background meanwhile, at a lower
+# priority (nice 10: they take the CPU the suite leaves idle rather than slow its longest
+# worker), each into its own log under build/gates/, printed whole when it ends; the last line
+# names every failure, and any failure fails the run.
 GATE_DIR := build/gates
 GATES    := lint check-native check-pure
 
@@ -46,7 +47,7 @@ test: $(STAMP) $(INTEROP_STAMP)
 	@rm -rf $(GATE_DIR) && mkdir -p $(GATE_DIR)
 	@echo "make test: $(GATES) run in the background (logs in $(GATE_DIR)/, printed after the suite)"
 	@for gate in $(GATES); do \
-		( start=$$(date +%s); $(MAKE) --no-print-directory $$gate >$(GATE_DIR)/$$gate.log 2>&1; \
+		( start=$$(date +%s); nice -n 10 $(MAKE) --no-print-directory $$gate >$(GATE_DIR)/$$gate.log 2>&1; \
 		  echo "$$? $$(( $$(date +%s) - start ))" >$(GATE_DIR)/$$gate.status ) & \
 	done; \
 	start=$$(date +%s); $(MAKE) --no-print-directory pytest; status=$$?; \
