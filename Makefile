@@ -11,7 +11,7 @@ STAMP  := $(VENV)/.installed-$(shell cat $(BUILD_INPUTS) | cksum | cut -d' ' -f1
 INTEROP_VENV  := .venv-interop
 INTEROP_STAMP := $(INTEROP_VENV)/.installed-rocketmq-0.4.4
 
-.PHONY: demo test install interop bench clean check-native
+.PHONY: demo test install interop bench clean check check-native check-pure lint pytest
 
 # The editable install also compiles the optional C speed-ups (apogee._native) in place.
 $(STAMP): $(BUILD_INPUTS)
@@ -34,13 +34,68 @@ install: $(STAMP)
 
 interop: $(INTEROP_STAMP)
 
+# `make test` (what CI runs, `.ci/run`): the whole pytest suite, and next to it the gates of
+# `make check` (lint, check-native, check-pure).  The suite spends much of its time waiting on
+# servers, JVMs and the C++ client, so the gates run in the background meanwhile, at a lower
+# priority (nice 10: they take the CPU the suite leaves idle rather than slow its longest
+# worker), each into its own log under build/gates/, printed whole when it ends; the last line
+# names every failure, and any failure fails the run.
+GATE_DIR := build/gates
+GATES    := lint check-native check-pure
+
+test: $(STAMP) $(INTEROP_STAMP)
+	@rm -rf $(GATE_DIR) && mkdir -p $(GATE_DIR)
+	@echo "make test: $(GATES) run in the background (logs in $(GATE_DIR)/, printed after the suite)"
+	@for gate in $(GATES); do \
+		( start=$$(date +%s); nice -n 10 $(MAKE) --no-print-directory $$gate >$(GATE_DIR)/$$gate.log 2>&1; \
+		  echo "$$? $$(( $$(date +%s) - start ))" >$(GATE_DIR)/$$gate.status ) & \
+	done; \
+	start=$$(date +%s); $(MAKE) --no-print-directory pytest; status=$$?; \
+	echo "$$status $$(( $$(date +%s) - start ))" >$(GATE_DIR)/pytest.status; \
+	wait; failed=""; summary=""; \
+	for gate in $(GATES); do \
+		read code secs <$(GATE_DIR)/$$gate.status; \
+		echo; echo "=============== make $$gate (exit $$code, $$secs s) ==============="; \
+		cat $(GATE_DIR)/$$gate.log; \
+	done; \
+	for gate in pytest $(GATES); do \
+		read code secs <$(GATE_DIR)/$$gate.status; \
+		if [ "$$code" = 0 ]; then summary="$$summary $$gate ok ($$secs s);"; \
+		else summary="$$summary $$gate FAILED ($$secs s);"; failed="$$failed $$gate"; fi; \
+	done; \
+	echo; echo "make test:$$summary"; \
+	if [ -n "$$failed" ]; then echo "make test FAILED:$$failed (each log is above)"; exit 1; fi
+
+# The gates without the long suite (a minute or two): what a change must pass before `make test`.
+check: $(STAMP)
+	@$(MAKE) --no-print-directory -k -j3 --output-sync=target $(GATES)
+
 # APOGEE_REQUIRE_NATIVE: a C extension that failed to build fails the run instead of being
 # silently replaced by the pure-Python path.  Two pytest-xdist workers: most of a test's time
 # is spent waiting on servers, JVMs and the C++ client, so two run side by side on 2 cores.
 # One worker runs the Spark tests with the one Spark session, the other the rest, a module at
 # a time, longest first (tests/conftest.py; no reorder by size).
-test: $(STAMP) $(INTEROP_STAMP)
+pytest: $(STAMP) $(INTEROP_STAMP)
 	APOGEE_REQUIRE_NATIVE=1 $(PY) -m pytest -n 2 --dist loadscope --no-loadscope-reorder
+
+# The static checks, each with no finding allowed (all three run; any finding fails): ruff
+# (every Python file of the repository), strict mypy (src/apogee and the test harness,
+# [tool.mypy]) and the import contracts of docs/architecture.md ([tool.importlinter]).
+lint: $(STAMP)
+	@status=0; \
+	echo "== ruff check ."; $(VENV)/bin/ruff check . || status=1; \
+	echo "== mypy (strict)"; $(VENV)/bin/mypy || status=1; \
+	echo "== lint-imports"; $(VENV)/bin/lint-imports --no-cache --no-logo || status=1; \
+	exit $$status
+
+# The pure-Python path, which the README promises works without the C extension
+# (APOGEE_NO_EXTENSIONS=1, inherited by every server the tests start): the unit tests, and the
+# integration tests of sends, batches, pulls, consumers, transactions and a broker restart.
+PURE_TESTS := tests/unit tests/integration/test_broker.py tests/integration/client/test_producer.py \
+              tests/integration/client/test_push_consumer.py tests/integration/client/test_lite_pull.py \
+              tests/integration/test_transactions.py tests/integration/crash/test_broker_sigkill.py
+check-pure: $(STAMP)
+	APOGEE_NO_EXTENSIONS=1 $(PY) -m pytest -q -rfE -p no:cacheprovider $(PURE_TESTS)
 
 # The C extension built with AddressSanitizer and UndefinedBehaviorSanitizer (into
 # build/native-asan, apart from the normal install's in-place build), then the native tests and
@@ -84,4 +139,4 @@ bench: $(STAMP)
 	@for b in benchmarks/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) $(INTEROP_VENV) .pytest_cache .hypothesis build src/*.egg-info src/apogee/*.so
+	rm -rf $(VENV) $(INTEROP_VENV) .pytest_cache .hypothesis .mypy_cache .ruff_cache build src/*.egg-info src/apogee/*.so

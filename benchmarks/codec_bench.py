@@ -28,7 +28,9 @@ def send_request(serialize_type: int) -> RemotingCommand:
         "sysFlag": "0",
         "bornTimestamp": "1700000000000",
         "flag": "0",
-        "properties": "KEYS\x01order-42\x02TAGS\x01TagA\x02WAIT\x01true\x02UNIQ_KEY\x017F000001A1B2C3D4E5F60718293A4B5C\x02",
+        "properties": (
+            "KEYS\x01order-42\x02TAGS\x01TagA\x02WAIT\x01true\x02UNIQ_KEY\x017F000001A1B2C3D4E5F60718293A4B5C\x02"
+        ),
         "reconsumeTimes": "0",
         "unitMode": "false",
         "batch": "false",
@@ -63,16 +65,17 @@ def main() -> None:
         frame = encode_bytes(cmd)
         batch = frame * 64
 
-        def enc() -> None:
+        def enc(cmd: RemotingCommand = cmd) -> None:
             encode(cmd)
 
-        def dec() -> None:
+        def dec(frame: bytes = frame) -> None:
             FrameDecoder().feed(frame)
 
-        def dec_stream() -> None:
+        def dec_stream(batch: bytes = batch) -> None:
             FrameDecoder().feed(batch)
 
-        for label, fn, per_call in (("encode", enc, 1), ("decode (1 frame/read)", dec, 1), ("decode (64 frames/read)", dec_stream, 64)):
+        ops = (("encode", enc, 1), ("decode (1 frame/read)", dec, 1), ("decode (64 frames/read)", dec_stream, 64))
+        for label, fn, per_call in ops:
             runs = [rate(fn, args.seconds) * per_call for _ in range(args.runs)]
             med = statistics.median(runs)
             print(f"{stype.name:<10}{label:<22}{med:>20,.0f}{med * len(frame) / 1e6:>10.1f}")

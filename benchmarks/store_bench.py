@@ -35,7 +35,7 @@ from pathlib import Path
 
 from apogee.common.accel import native
 from apogee.common.message_codec import decode_batch, encode_batch_py
-from apogee.common.message_id import UniqIdGenerator
+from apogee.common.uniq_id import UniqIdGenerator
 from apogee.store import FlushDiskType, InnerBatch, InnerMessage, MessageStore, StoreConfig
 
 QUEUES = 8

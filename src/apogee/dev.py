@@ -6,10 +6,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from apogee.broker.config import BrokerConfig
-from apogee.cli.serve import parse_listen
 from apogee.common.config import apply
 from apogee.namesrv.config import NamesrvConfig
 from apogee.namesrv.server import NameServer
+from apogee.remoting.config import parse_listen
 from apogee.store.config import StoreConfig
 
 
@@ -21,7 +21,9 @@ class DevCluster:
     store_config: StoreConfig
 
     @classmethod
-    def from_options(cls, root: Path, namesrv_listen: str, broker_listen: str, flush: str = "ASYNC_FLUSH") -> DevCluster:
+    def from_options(
+        cls, root: Path, namesrv_listen: str, broker_listen: str, flush: str = "ASYNC_FLUSH"
+    ) -> DevCluster:
         root = root.resolve()
         ns_config = NamesrvConfig(rocketmq_home=str(root / "namesrv"))
         ns_config.listen_host, ns_config.listen_port = parse_listen(namesrv_listen, 9876)

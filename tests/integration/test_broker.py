@@ -72,7 +72,9 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
 async def test_send_then_pull_returns_the_stored_bytes(broker: ServerProcess) -> None:
     client = RemotingClient()
     try:
-        resp = await client.invoke(broker.addr, send_request("Orders", b"payload", tags="TagA", keys="k1 k2", props={"color": "red"}), T)
+        resp = await client.invoke(
+            broker.addr, send_request("Orders", b"payload", tags="TagA", keys="k1 k2", props={"color": "red"}), T
+        )
         assert resp.code == ResponseCode.SUCCESS, resp.remark
         ext = resp.ext_fields or {}
         assert ext["queueId"] == "0" and ext["queueOffset"] == "0"
@@ -131,7 +133,9 @@ async def test_long_polling_answers_within_100_ms_of_a_send(broker: ServerProces
                 broker.addr, RemotingCommand.request(RequestCode.GET_MAX_OFFSET, {"topic": "LP", "queueId": "0"}), T
             )
             offset = int(offset_resp.ext_fields["offset"])
-            waiting = asyncio.ensure_future(client.invoke(broker.addr, pull_request("LP", 0, offset, suspend_ms=15000), 20000))
+            waiting = asyncio.ensure_future(
+                client.invoke(broker.addr, pull_request("LP", 0, offset, suspend_ms=15000), 20000)
+            )
             await asyncio.sleep(0.3)
             assert not waiting.done(), "the pull must be held while the queue is empty"
             sent = await client.invoke(broker.addr, send_request("LP", b"wake", queue_id=0), T)
@@ -192,22 +196,46 @@ async def test_pull_statuses_and_offsets(broker: ServerProcess) -> None:
         (lambda: send_request("Fine", b"x" * 65537), ResponseCode.MESSAGE_ILLEGAL, "maxMessageSize"),
         (lambda: send_request("SCHEDULE_TOPIC_XXXX"), ResponseCode.NO_PERMISSION, "forbidden"),
         (lambda: send_request("Fine", queue_id=99), ResponseCode.SYSTEM_ERROR, "queueId[99] is illegal"),
-        (lambda: RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, {"a": "g", "b": "Fine"}, b"x"), ResponseCode.SYSTEM_ERROR, "the custom field <c> is null"),
-        (lambda: RemotingCommand.request(RequestCode.PULL_MESSAGE, {"consumerGroup": "g", "topic": "Fine", "queueId": "zero"}), ResponseCode.SYSTEM_ERROR, "queueId"),
-        (lambda: RemotingCommand.request(RequestCode.HEART_BEAT, None, b"{broken"), ResponseCode.SYSTEM_ERROR, "heartbeat"),
-        (lambda: RemotingCommand.request(RequestCode.LOCK_BATCH_MQ, None, b"[]"), ResponseCode.SYSTEM_ERROR, "lock request"),
+        (
+            lambda: RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, {"a": "g", "b": "Fine"}, b"x"),
+            ResponseCode.SYSTEM_ERROR,
+            "the custom field <c> is null",
+        ),
+        (
+            lambda: RemotingCommand.request(
+                RequestCode.PULL_MESSAGE, {"consumerGroup": "g", "topic": "Fine", "queueId": "zero"}
+            ),
+            ResponseCode.SYSTEM_ERROR,
+            "queueId",
+        ),
+        (
+            lambda: RemotingCommand.request(RequestCode.HEART_BEAT, None, b"{broken"),
+            ResponseCode.SYSTEM_ERROR,
+            "heartbeat",
+        ),
+        (
+            lambda: RemotingCommand.request(RequestCode.LOCK_BATCH_MQ, None, b"[]"),
+            ResponseCode.SYSTEM_ERROR,
+            "lock request",
+        ),
         (lambda: RemotingCommand.request(7777), ResponseCode.REQUEST_CODE_NOT_SUPPORTED, "7777"),
     ],
 )
-async def test_bad_requests_get_an_error_and_store_nothing(broker: ServerProcess, request_, code: int, remark: str) -> None:
+async def test_bad_requests_get_an_error_and_store_nothing(
+    broker: ServerProcess, request_, code: int, remark: str
+) -> None:
     client = RemotingClient()
     try:
         assert (await client.invoke(broker.addr, send_request("Fine", b"ok"), T)).code == 0
-        before = (await client.invoke(broker.addr, RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO), T)).body_bytes()
+        before = (
+            await client.invoke(broker.addr, RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO), T)
+        ).body_bytes()
         resp = await client.invoke(broker.addr, request_(), T)
         assert resp.code == code
         assert remark in (resp.remark or ""), resp.remark
-        after = (await client.invoke(broker.addr, RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO), T)).body_bytes()
+        after = (
+            await client.invoke(broker.addr, RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO), T)
+        ).body_bytes()
         max_offset = lambda body: orjson.loads(body)["table"]["commitLogMaxOffset"]  # noqa: E731
         assert max_offset(after) == max_offset(before)
         assert (await client.invoke(broker.addr, send_request("Fine", b"still serving"), T)).code == 0
@@ -248,14 +276,19 @@ async def test_consumer_membership_notify_and_locks(broker: ServerProcess) -> No
         assert (await first.invoke(broker.addr, _heartbeat("c1", "GM", "Mem"), T)).code == 0
         assert (await second.invoke(broker.addr, _heartbeat("c2", "GM", "Mem"), T)).code == 0
         assert await asyncio.wait_for(notified.get(), 5) == "GM"
-        resp = await first.invoke(broker.addr, RemotingCommand.request(RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": "GM"}), T)
+        resp = await first.invoke(
+            broker.addr, RemotingCommand.request(RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": "GM"}), T
+        )
         assert decode_consumer_id_list(resp.body_bytes()) == ["c1", "c2"]
         # The retry topic of the group exists once a consumer heartbeats.
         resp = await first.invoke(broker.addr, pull_request("%RETRY%GM", 0, 0), T)
         assert resp.code == ResponseCode.PULL_NOT_FOUND
 
         q = QueueKey("Mem", "broker-t", 0)
-        lock = lambda cid: RemotingCommand.request(RequestCode.LOCK_BATCH_MQ, None, LockBatchRequest("GM", cid, [q]).encode())  # noqa: E731
+
+        def lock(cid: str) -> RemotingCommand:
+            return RemotingCommand.request(RequestCode.LOCK_BATCH_MQ, None, LockBatchRequest("GM", cid, [q]).encode())
+
         assert decode_lock_ok((await first.invoke(broker.addr, lock("c1"), T)).body_bytes()) == [q]
         assert decode_lock_ok((await second.invoke(broker.addr, lock("c2"), T)).body_bytes()) == []
         # The second client leaves: the first is told, the list shrinks.
@@ -264,7 +297,9 @@ async def test_consumer_membership_notify_and_locks(broker: ServerProcess) -> No
             notified.get_nowait()
         await second.close()
         assert await asyncio.wait_for(notified.get(), 5) == "GM"
-        resp = await first.invoke(broker.addr, RemotingCommand.request(RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": "GM"}), T)
+        resp = await first.invoke(
+            broker.addr, RemotingCommand.request(RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": "GM"}), T
+        )
         assert decode_consumer_id_list(resp.body_bytes()) == ["c1"]
     finally:
         await first.close()
@@ -284,23 +319,41 @@ async def test_offsets_and_queries(broker: ServerProcess) -> None:
         q = {"consumerGroup": "GQ", "topic": "Q", "queueId": "0"}
         resp = await client.invoke(broker.addr, RemotingCommand.request(RequestCode.QUERY_CONSUMER_OFFSET, q), T)
         assert resp.code == 0 and resp.ext_fields["offset"] == "0"  # new group, young queue: start at 0
-        await client.invoke(broker.addr, RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, {**q, "commitOffset": "3"}), T)
+        await client.invoke(
+            broker.addr, RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, {**q, "commitOffset": "3"}), T
+        )
         resp = await client.invoke(broker.addr, RemotingCommand.request(RequestCode.QUERY_CONSUMER_OFFSET, q), T)
         assert resp.ext_fields["offset"] == "3"
         tq = {"topic": "Q", "queueId": "0"}
-        assert (await client.invoke(broker.addr, RemotingCommand.request(RequestCode.GET_MAX_OFFSET, tq), T)).ext_fields["offset"] == "5"
-        assert (await client.invoke(broker.addr, RemotingCommand.request(RequestCode.GET_MIN_OFFSET, tq), T)).ext_fields["offset"] == "0"
-        earliest = int((await client.invoke(broker.addr, RemotingCommand.request(RequestCode.GET_EARLIEST_MSG_STORETIME, tq), T)).ext_fields["timestamp"])
+        assert (
+            await client.invoke(broker.addr, RemotingCommand.request(RequestCode.GET_MAX_OFFSET, tq), T)
+        ).ext_fields["offset"] == "5"
+        assert (
+            await client.invoke(broker.addr, RemotingCommand.request(RequestCode.GET_MIN_OFFSET, tq), T)
+        ).ext_fields["offset"] == "0"
+        earliest = int(
+            (
+                await client.invoke(broker.addr, RemotingCommand.request(RequestCode.GET_EARLIEST_MSG_STORETIME, tq), T)
+            ).ext_fields["timestamp"]
+        )
         assert t0 - 1000 <= earliest <= t0 + 5000
-        resp = await client.invoke(broker.addr, RemotingCommand.request(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, {**tq, "timestamp": str(t0 - 60_000)}), T)
+        resp = await client.invoke(
+            broker.addr,
+            RemotingCommand.request(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, {**tq, "timestamp": str(t0 - 60_000)}),
+            T,
+        )
         assert resp.ext_fields["offset"] == "0"
         _, _, phys = decode_offset_msg_id(ids[2])
-        resp = await client.invoke(broker.addr, RemotingCommand.request(RequestCode.VIEW_MESSAGE_BY_ID, {"offset": str(phys)}), T)
+        resp = await client.invoke(
+            broker.addr, RemotingCommand.request(RequestCode.VIEW_MESSAGE_BY_ID, {"offset": str(phys)}), T
+        )
         assert [m.body for m in decode_records(resp.body_bytes())] == [b"v2"]
         query = {"topic": "Q", "key": "order-4", "maxNum": "10", "beginTimestamp": "0", "endTimestamp": str(2**62)}
         resp = await client.invoke(broker.addr, RemotingCommand.request(RequestCode.QUERY_MESSAGE, query), T)
         assert resp.code == 0 and [m.body for m in decode_records(resp.body_bytes())] == [b"v4"]
-        resp = await client.invoke(broker.addr, RemotingCommand.request(RequestCode.QUERY_MESSAGE, {**query, "key": "nope"}), T)
+        resp = await client.invoke(
+            broker.addr, RemotingCommand.request(RequestCode.QUERY_MESSAGE, {**query, "key": "nope"}), T
+        )
         assert resp.code == ResponseCode.QUERY_NOT_FOUND
     finally:
         await client.close()
@@ -339,7 +392,9 @@ SMALL_COMMITLOG = "mappedFileSizeCommitLog=67108864\n"
 RESTART_DELAY_LEVELS = "messageDelayLevel=1s 2s 4s\n"
 
 
-async def test_restart_keeps_topics_offsets_and_pending_delayed_messages(tmp_path: Path, namesrv: ServerProcess) -> None:
+async def test_restart_keeps_topics_offsets_and_pending_delayed_messages(
+    tmp_path: Path, namesrv: ServerProcess
+) -> None:
     store = tmp_path / "restart-store"
     conf = SMALL_COMMITLOG + RESTART_DELAY_LEVELS
     broker = start_broker(namesrv.addr, store, conf)
@@ -348,7 +403,9 @@ async def test_restart_keeps_topics_offsets_and_pending_delayed_messages(tmp_pat
     try:
         await client.invoke(broker.addr, send_request("Keep", b"before"), T)
         q = {"consumerGroup": "GK", "topic": "Keep", "queueId": "0"}
-        await client.invoke(broker.addr, RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, {**q, "commitOffset": "1"}), T)
+        await client.invoke(
+            broker.addr, RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, {**q, "commitOffset": "1"}), T
+        )
         sent_at = time.monotonic()
         for body in (b"delayed", b"sentinel"):  # the sentinel: same level, same queue, just after
             resp = await client.invoke(broker.addr, send_request("Keep", body, queue_id=1, delay_level=3), T)
@@ -403,7 +460,9 @@ async def test_silent_clients_expire(tmp_path: Path, namesrv: ServerProcess) -> 
         conn = await client.connection(broker.addr)
         await asyncio.wait_for(conn.closed_future, 10)
         client2 = RemotingClient()
-        resp = await client2.invoke(broker.addr, RemotingCommand.request(RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": "GE"}), T)
+        resp = await client2.invoke(
+            broker.addr, RemotingCommand.request(RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": "GE"}), T
+        )
         await client2.close()
         assert resp.code == ResponseCode.SYSTEM_ERROR  # no consumer left in the group
     finally:
@@ -429,9 +488,13 @@ async def test_reset_offset_by_time_sets_offsets_and_tells_live_consumers(broker
         await wait_dispatched(admin, broker.addr, "Rw", 0, 5)
         await consumer.invoke(broker.addr, _heartbeat("c1", "GRw", "Rw"), T)
         q = {"consumerGroup": "GRw", "topic": "Rw", "queueId": "0"}
-        await admin.invoke(broker.addr, RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, {**q, "commitOffset": "5"}), T)
+        await admin.invoke(
+            broker.addr, RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, {**q, "commitOffset": "5"}), T
+        )
         reset = {"topic": "Rw", "group": "GRw", "timestamp": str(middle), "isForce": "true"}
-        resp = await admin.invoke(broker.addr, RemotingCommand.request(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, reset), T)
+        resp = await admin.invoke(
+            broker.addr, RemotingCommand.request(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, reset), T
+        )
         assert resp.code == 0
         # RocketMQ's searchOffset rule: of the last "old" and the first "new", the one stored
         # nearer `middle` (the old one on a tie).
@@ -454,13 +517,23 @@ async def test_sql92_subscriptions_filter_on_the_broker(tmp_path: Path, namesrv:
     client = RemotingClient()
     try:
         for i in range(10):
-            await client.invoke(broker.addr, send_request("Sq", f"m{i}".encode(), tags="TagA" if i % 2 else "TagB", props={"n": str(i)}), T)
+            await client.invoke(
+                broker.addr,
+                send_request("Sq", f"m{i}".encode(), tags="TagA" if i % 2 else "TagB", props={"n": str(i)}),
+                T,
+            )
         await wait_dispatched(client, broker.addr, "Sq", 0, 10)
-        resp = await client.invoke(broker.addr, pull_request("Sq", 0, 0, subscription="n > 5 AND TAGS = 'TagA'", expression_type="SQL92"), T)
+        resp = await client.invoke(
+            broker.addr, pull_request("Sq", 0, 0, subscription="n > 5 AND TAGS = 'TagA'", expression_type="SQL92"), T
+        )
         assert [m.body for m in decode_records(resp.body_bytes())] == [b"m7", b"m9"]
-        resp = await client.invoke(broker.addr, pull_request("Sq", 0, 0, subscription="n BETWEEN 2 AND", expression_type="SQL92"), T)
+        resp = await client.invoke(
+            broker.addr, pull_request("Sq", 0, 0, subscription="n BETWEEN 2 AND", expression_type="SQL92"), T
+        )
         assert resp.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED and "column" in resp.remark
-        bad = HeartbeatData("c1", [], [ConsumerData("GS", subscriptions=[SubscriptionData("Sq", "n >", expression_type="SQL92")])]).encode()
+        bad = HeartbeatData(
+            "c1", [], [ConsumerData("GS", subscriptions=[SubscriptionData("Sq", "n >", expression_type="SQL92")])]
+        ).encode()
         resp = await client.invoke(broker.addr, RemotingCommand.request(RequestCode.HEART_BEAT, None, bad), T)
         assert resp.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED and "GS" in resp.remark
     finally:
@@ -472,7 +545,9 @@ async def test_sql92_needs_enable_property_filter(broker: ServerProcess) -> None
     client = RemotingClient()
     try:
         await client.invoke(broker.addr, send_request("Sq2"), T)
-        resp = await client.invoke(broker.addr, pull_request("Sq2", 0, 0, subscription="a > 1", expression_type="SQL92"), T)
+        resp = await client.invoke(
+            broker.addr, pull_request("Sq2", 0, 0, subscription="a > 1", expression_type="SQL92"), T
+        )
         assert resp.code == ResponseCode.SYSTEM_ERROR and "SQL92" in resp.remark
     finally:
         await client.close()

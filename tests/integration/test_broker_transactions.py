@@ -97,7 +97,9 @@ class Producer:
     async def join(self, addr: str, group: str = "PG") -> None:
         self.addr = addr
         body = HeartbeatData("producer-1", [group], []).encode()
-        assert (await self.client.invoke(addr, RemotingCommand.request(RequestCode.HEART_BEAT, None, body), T)).code == 0
+        assert (
+            await self.client.invoke(addr, RemotingCommand.request(RequestCode.HEART_BEAT, None, body), T)
+        ).code == 0
 
     def _on_check(self, conn, req: RemotingCommand) -> None:
         header = CheckTransactionStateRequestHeader.decode(req.ext_fields)

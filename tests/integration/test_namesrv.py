@@ -142,14 +142,23 @@ async def test_unregister_removes_broker_and_its_topics(namesrv: ServerProcess) 
     try:
         await client.invoke(namesrv.addr, register_request("broker-a", "127.0.0.1:1001"), TIMEOUT_MS)
         await client.invoke(namesrv.addr, register_request("broker-b", "127.0.0.1:1002"), TIMEOUT_MS)
-        route = TopicRouteData.decode((await client.invoke(namesrv.addr, route_request("TopicA"), TIMEOUT_MS)).body_bytes())
+        route = TopicRouteData.decode(
+            (await client.invoke(namesrv.addr, route_request("TopicA"), TIMEOUT_MS)).body_bytes()
+        )
         assert sorted(b.broker_name for b in route.broker_datas) == ["broker-a", "broker-b"]
         unregister = RemotingCommand.request(
             RequestCode.UNREGISTER_BROKER,
-            {"brokerName": "broker-a", "brokerAddr": "127.0.0.1:1001", "clusterName": "DefaultCluster", "brokerId": "0"},
+            {
+                "brokerName": "broker-a",
+                "brokerAddr": "127.0.0.1:1001",
+                "clusterName": "DefaultCluster",
+                "brokerId": "0",
+            },
         )
         assert (await client.invoke(namesrv.addr, unregister, TIMEOUT_MS)).code == ResponseCode.SUCCESS
-        route = TopicRouteData.decode((await client.invoke(namesrv.addr, route_request("TopicA"), TIMEOUT_MS)).body_bytes())
+        route = TopicRouteData.decode(
+            (await client.invoke(namesrv.addr, route_request("TopicA"), TIMEOUT_MS)).body_bytes()
+        )
         assert [b.broker_name for b in route.broker_datas] == ["broker-b"]
     finally:
         await client.close()
@@ -173,7 +182,9 @@ async def test_unknown_code_and_bad_header_get_error_responses(namesrv: ServerPr
         resp = await client.invoke(namesrv.addr, RemotingCommand.request(9999), TIMEOUT_MS)
         assert resp.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
         assert "9999" in (resp.remark or "")
-        resp = await client.invoke(namesrv.addr, RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC), TIMEOUT_MS)
+        resp = await client.invoke(
+            namesrv.addr, RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC), TIMEOUT_MS
+        )
         assert resp.code == ResponseCode.SYSTEM_ERROR
         assert resp.remark == "the custom field <topic> is null"
         bad = register_request()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import subprocess
 import sys
 import time
@@ -90,7 +91,9 @@ async def test_query_by_key_respects_the_time_range(cluster) -> None:
         times = [f.message.store_timestamp for f in every]
         assert times == sorted(times, reverse=True)  # newest first
         assert len(await admin.query_by_key(topic, "shared", max_num=4)) == 4
-    result = apogee_admin("query-msg-by-offset", "-n", namesrv.addr, "-t", topic, "-b", "broker-t", "-i", "0", "-o", "0")
+    result = apogee_admin(
+        "query-msg-by-offset", "-n", namesrv.addr, "-t", topic, "-b", "broker-t", "-i", "0", "-o", "0"
+    )
     assert result.returncode == 0 and "Timed" in result.stdout
 
 
@@ -109,10 +112,8 @@ async def test_rewind_re_consumes_exactly_the_later_messages_while_the_consumer_
         deadline = time.monotonic() + timeout
         while len(received) < count and time.monotonic() < deadline:
             arrived.clear()
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(arrived.wait(), 0.5)
-            except TimeoutError:
-                pass
         assert len(received) >= count, received
 
     async with Producer("RewindProducer", namesrv.addr) as producer:
@@ -134,7 +135,9 @@ async def test_rewind_re_consumes_exactly_the_later_messages_while_the_consumer_
             await wait_for(10)
             async with AdminClient(namesrv.addr) as admin:
                 await wait_until(lambda: all_committed(admin, group, topic), 20, "the offsets of all 10 committed")
-            assert sorted(received) == sorted([f"before-{i}".encode() for i in range(6)] + [f"after-{i}".encode() for i in range(4)])
+            assert sorted(received) == sorted(
+                [f"before-{i}".encode() for i in range(6)] + [f"after-{i}".encode() for i in range(4)]
+            )
             result = await asyncio.to_thread(
                 apogee_admin, "reset-offset-by-time", "-n", namesrv.addr, "-g", group, "-t", topic, "-s", str(middle)
             )

@@ -18,7 +18,9 @@ from tests.support.waiting import holds_for
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[tuple[ServerProcess, ServerProcess]]:
     namesrv = start_namesrv(tmp_path / "ns")
-    broker = start_broker(namesrv.addr, tmp_path / "store", "enablePropertyFilter=true\nmappedFileSizeCommitLog=67108864\n")
+    broker = start_broker(
+        namesrv.addr, tmp_path / "store", "enablePropertyFilter=true\nmappedFileSizeCommitLog=67108864\n"
+    )
     yield namesrv, broker
     broker.close()
     namesrv.close()
@@ -37,7 +39,9 @@ async def test_push_consumer_receives_only_matching_messages(cluster) -> None:
 
     async with Producer("SqlProducer", namesrv.addr) as producer:
         for i in range(50):
-            msg = Message("SqlTopic", f"m{i}".encode(), properties={"amount": str(i), "region": "eu" if i % 2 else "us"})
+            msg = Message(
+                "SqlTopic", f"m{i}".encode(), properties={"amount": str(i), "region": "eu" if i % 2 else "us"}
+            )
             msg.tags = "paid" if i % 5 == 0 else "created"
             await producer.send(msg)
     consumer = PushConsumer("SqlGroup", namesrv.addr, listener=listener, consume_from_where="FIRST_OFFSET")

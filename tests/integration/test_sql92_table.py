@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -39,19 +38,25 @@ async def test_every_expression_matches_the_expected_messages_on_the_broker(brok
     try:
         for name, props in MESSAGES.items():
             user = {k: v for k, v in props.items() if k != "TAGS"}
-            resp = await client.invoke(broker.addr, send_request(TOPIC, name.encode(), tags=props.get("TAGS"), props=user), 5000)
+            resp = await client.invoke(
+                broker.addr, send_request(TOPIC, name.encode(), tags=props.get("TAGS"), props=user), 5000
+            )
             assert resp.code == 0, resp.remark
         await wait_dispatched(client, broker.addr, TOPIC, 0, len(MESSAGES))
 
         async def matches(expression: str) -> set[str]:
-            resp = await client.invoke(broker.addr, pull_request(TOPIC, 0, 0, subscription=expression, expression_type="SQL92"), 5000)
+            resp = await client.invoke(
+                broker.addr, pull_request(TOPIC, 0, 0, subscription=expression, expression_type="SQL92"), 5000
+            )
             if resp.code == ResponseCode.PULL_RETRY_IMMEDIATELY:  # scanned, nothing matched
                 return set()
             assert resp.code == ResponseCode.SUCCESS, (expression, resp.code, resp.remark)
             return {m.body.decode() for m in decode_records(resp.body_bytes())}
 
         results = await asyncio.gather(*(matches(expr) for expr, _, _ in TABLE))
-        wrong = [(expr, expected, got) for (expr, expected, _), got in zip(TABLE, results) if got != expected]
+        wrong = [
+            (expr, expected, got) for (expr, expected, _), got in zip(TABLE, results, strict=True) if got != expected
+        ]
         assert not wrong, wrong
     finally:
         await client.close()

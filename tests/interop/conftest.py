@@ -109,7 +109,8 @@ class CppRun:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             out, err = self.proc.communicate()
-            raise AssertionError(f"C++ client {self.args} timed out:\n{err.decode(errors='replace')[-3000:]}")
+            tail = err.decode(errors="replace")[-3000:]
+            raise AssertionError(f"C++ client {self.args} timed out:\n{tail}") from None
         self.stdout = self._early + out.decode(errors="replace")
         self.stderr = err.decode(errors="replace")
         events = [json.loads(line) for line in self.stdout.splitlines() if line.startswith("{")]

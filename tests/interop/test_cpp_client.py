@@ -99,7 +99,18 @@ def test_tag_expression_receives_only_those_tags(cluster: Cluster) -> None:
     topic = unique("T_tags")
     produce(cluster, topic, "--count", 30, "--tags", "TagA,TagB,TagC")
     got = received(
-        cpp("consume", cluster.namesrv.addr, topic, unique("G"), "--expect", 20, "--tags", "TagA || TagB", "--linger", "2").wait()
+        cpp(
+            "consume",
+            cluster.namesrv.addr,
+            topic,
+            unique("G"),
+            "--expect",
+            20,
+            "--tags",
+            "TagA || TagB",
+            "--linger",
+            "2",
+        ).wait()
     )
     assert len(got) == 20
     assert {m["tags"] for m in got} == {"TagA", "TagB"}

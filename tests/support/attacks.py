@@ -89,11 +89,11 @@ class Flood:
                 sel.register(sock, selectors.EVENT_READ)
             while closed < expected and time.monotonic() < deadline:
                 for key, _ in sel.select(0.2):
-                    sock = key.fileobj
-                    assert isinstance(sock, socket.socket)
-                    if closed_by_peer(sock):
-                        sel.unregister(sock)
-                        open_socks.discard(sock)
+                    ready = key.fileobj
+                    assert isinstance(ready, socket.socket)
+                    if closed_by_peer(ready):
+                        sel.unregister(ready)
+                        open_socks.discard(ready)
                         closed += 1
         return [s for s in self.socks if s in open_socks]
 

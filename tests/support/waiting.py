@@ -20,7 +20,7 @@ import asyncio
 import inspect
 import time
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import TypeVar, overload
 
 T = TypeVar("T")
 
@@ -36,6 +36,18 @@ async def _value(predicate: Callable[[], T | Awaitable[T]]) -> T:
 
 def _timed_out(what: str, timeout_s: float, last: object) -> AssertionError:
     return AssertionError(f"timed out after {timeout_s} s waiting for {what} (last value: {last!r})")
+
+
+@overload
+async def wait_until(
+    predicate: Callable[[], Awaitable[T]], timeout_s: float, what: str = ..., *, interval_s: float = ...
+) -> T: ...
+
+
+@overload
+async def wait_until(
+    predicate: Callable[[], T], timeout_s: float, what: str = ..., *, interval_s: float = ...
+) -> T: ...
 
 
 async def wait_until(

@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import socket
 from collections.abc import Iterator
 
 import pytest
+
+# uvloop keeps the socket class it finds when it is first imported.  Import it before any test
+# patches that class: a unit test that imports it first would leave it the guard for the rest
+# of the session, and a later integration test in the same session (`make check-pure` runs
+# both) would fail inside uvloop's loop.
+with contextlib.suppress(ImportError):
+    import uvloop  # noqa: F401
 
 _real_socket = socket.socket
 

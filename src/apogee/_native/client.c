@@ -209,7 +209,7 @@ static PyObject *make_uniq(PyObject *prefix, long long start, long long next_sta
 PyDoc_STRVAR(uniq_id_now_doc,
 "uniq_id_now(prefix: str, start_ms: int, next_start_ms: int, seq: int) -> str | None\n\n"
 "prefix + %08X of (now_ms - start_ms) + %04X of seq (low 16 bits), now_ms read from the wall\n"
-"clock here (reference: message_id.UniqIdGenerator.next_id); None once\n"
+"clock here (reference: uniq_id.UniqIdGenerator.next_id); None once\n"
 "now_ms >= next_start_ms (the month rolled over: the caller recomputes its start).");
 
 static PyObject *uniq_id_now(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {

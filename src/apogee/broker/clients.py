@@ -95,7 +95,9 @@ class ClientManager:
         wanted: dict[str, SubscriptionData] = {}
         for sub in data.subscriptions:
             current = info.subscriptions.get(sub.topic)
-            keep = current is not None and current.sub_version >= sub.sub_version and current.sub_string == sub.sub_string
+            keep = (
+                current is not None and current.sub_version >= sub.sub_version and current.sub_string == sub.sub_string
+            )
             wanted[sub.topic] = current if keep and current is not None else sub
         info.subscriptions = wanted
         return changed

@@ -14,25 +14,13 @@ from dataclasses import dataclass, field
 
 from apogee.common.config import rmq_key
 from apogee.common.constants import RMQ_SYS_TRACE_TOPIC
+from apogee.common.host import local_ip
 
 
 class BrokerRole(enum.Enum):
     ASYNC_MASTER = "ASYNC_MASTER"
     SYNC_MASTER = "SYNC_MASTER"
     SLAVE = "SLAVE"
-
-
-def local_ip() -> str:
-    """The address clients should use for this host: the first non-loopback IPv4 if any."""
-    try:
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-            s.connect(("10.255.255.255", 1))  # no packet is sent; this only picks a route
-            ip = s.getsockname()[0]
-            if ip and not ip.startswith("0."):
-                return str(ip)
-    except OSError:
-        pass
-    return "127.0.0.1"
 
 
 # Listen hosts that mean "every interface": no one address to tell clients.

@@ -9,11 +9,11 @@ from pathlib import Path
 import click
 
 from apogee.broker.config import BrokerConfig
-from apogee.cli.serve import parse_listen, serve, setup_logging
+from apogee.cli.serve import serve, setup_logging
 from apogee.cli.status import ExitStatus
 from apogee.common.config import apply, describe, load_file
 from apogee.errors import ConfigError
-from apogee.remoting.config import RemotingConfig
+from apogee.remoting.config import RemotingConfig, parse_listen
 from apogee.store.config import StoreConfig
 
 log = logging.getLogger("apogee.cli.broker")

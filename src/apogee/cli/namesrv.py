@@ -6,19 +6,23 @@ import sys
 
 import click
 
-from apogee.cli.serve import parse_listen, serve, setup_logging
+from apogee.cli.serve import serve, setup_logging
 from apogee.cli.status import ExitStatus
 from apogee.common.config import apply, load_file
 from apogee.errors import ConfigError
 from apogee.namesrv.config import NamesrvConfig
 from apogee.namesrv.server import NameServer
-from apogee.remoting.config import RemotingConfig
+from apogee.remoting.config import RemotingConfig, parse_listen
 
 
 @click.command("namesrv")
 @click.option("--listen", "-l", default=None, metavar="HOST:PORT", help="Address to serve on (default 0.0.0.0:9876).")
-@click.option("--config", "-c", "config_file", type=click.Path(dir_okay=False), help="namesrv.conf with RocketMQ property names.")
-@click.option("--home", type=click.Path(file_okay=False), help="Directory of kvConfig.json (default ~/.apogee/namesrv).")
+@click.option(
+    "--config", "-c", "config_file", type=click.Path(dir_okay=False), help="namesrv.conf with RocketMQ property names."
+)
+@click.option(
+    "--home", type=click.Path(file_okay=False), help="Directory of kvConfig.json (default ~/.apogee/namesrv)."
+)
 @click.option("--expire-ms", type=int, help="Drop brokers silent for this long (default 120000).")
 @click.option("--scan-interval-ms", type=int, help="How often to look for silent brokers (default 10000).")
 @click.option("--log-level", default="INFO", show_default=True)

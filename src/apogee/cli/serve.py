@@ -65,13 +65,3 @@ def serve(
         return ExitStatus.SUCCESS
 
     return run(main())
-
-
-def parse_listen(value: str, default_port: int) -> tuple[str, int]:
-    """``HOST:PORT``, ``HOST`` or ``:PORT`` -> (host, port)."""
-    host, sep, port = value.rpartition(":")
-    if not sep:
-        return value or "0.0.0.0", default_port
-    if not port.isdigit() or int(port) > 65535:
-        raise ValueError(f"bad port in {value!r}")
-    return host.strip("[]") or "0.0.0.0", int(port)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -63,12 +64,12 @@ class ClientConfig:
     def namesrv_list(self) -> list[str]:
         return [a.strip() for a in self.namesrv_addr.replace(",", ";").split(";") if a.strip()]
 
-    def resolve_identity(self) -> None:
-        """Fill in the detected IP and the default instance name (once, at start)."""
+    def resolve_identity(self, detect_ip: Callable[[], str]) -> None:
+        """Fill in the detected IP (``detect_ip``: the client instance passes
+        ``common.host.local_ip``, keeping this module free of sockets) and the default
+        instance name, once, at start."""
         if not self.client_ip:
-            from apogee.broker.config import local_ip
-
-            self.client_ip = local_ip()
+            self.client_ip = detect_ip()
         if not self.instance_name:
             self.instance_name = f"{os.getpid()}#{next(_instance_counter)}"
 

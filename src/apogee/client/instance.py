@@ -23,7 +23,7 @@ import logging
 import random
 import time
 from collections.abc import Awaitable, Callable, Iterable
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import orjson
 
@@ -35,6 +35,7 @@ from apogee.client.routes import TopicRoutes
 from apogee.client.routes import publish_queues as publish_queues
 from apogee.client.routes import subscribe_queues as subscribe_queues
 from apogee.common import constants as c
+from apogee.common.host import local_ip
 from apogee.common.lenient_json import loads
 from apogee.common.message import MessageQueue
 from apogee.common.message_codec import decode_record
@@ -48,6 +49,7 @@ from apogee.remoting.connection import Connection
 from apogee.remoting.server import RequestDispatcher
 
 log = logging.getLogger("apogee.client.instance")
+T = TypeVar("T")
 
 
 class ConsumerHandle(Protocol):
@@ -78,7 +80,7 @@ class ClientInstance:
     _registry: dict[tuple[int, str], ClientInstance] = {}
 
     def __init__(self, config: ClientConfig) -> None:
-        config.resolve_identity()
+        config.resolve_identity(local_ip)
         config.validate()
         self.config = config
         self.client_id = config.client_id()
@@ -118,7 +120,7 @@ class ClientInstance:
     @classmethod
     async def acquire(cls, config: ClientConfig) -> ClientInstance:
         """The running instance for ``config``'s client id on this loop, started if new."""
-        config.resolve_identity()
+        config.resolve_identity(local_ip)
         key = (id(asyncio.get_running_loop()), config.client_id())
         instance = cls._registry.get(key)
         if instance is None or not instance.running:
@@ -220,7 +222,7 @@ class ClientInstance:
 
     # --- NameServers and routes ---------------------------------------------------------------
 
-    async def invoke_namesrv(self, call: Callable[[str], Awaitable[Any]]) -> Any:
+    async def invoke_namesrv(self, call: Callable[[str], Awaitable[T]]) -> T:
         """Run ``call(addr)`` on the current NameServer, failing over to the others in turn."""
         last: Exception | None = None
         for _ in range(len(self._namesrvs)):
@@ -235,7 +237,7 @@ class ClientInstance:
         raise last
 
     async def fetch_route(self, topic: str) -> TopicRouteData | None:
-        return await self.invoke_namesrv(lambda addr: self.api.get_route(addr, topic))  # type: ignore[no-any-return]
+        return await self.invoke_namesrv(lambda addr: self.api.get_route(addr, topic))
 
     async def update_topic_route(
         self, topic: str, *, default_topic: str | None = None, default_queue_nums: int = 4

@@ -40,7 +40,6 @@ BODYLEN 4 + body | PROPLEN 2 + properties.
 
 from __future__ import annotations
 
-import socket
 import struct
 import zlib
 from collections.abc import Iterable, Mapping, Sequence
@@ -51,6 +50,7 @@ if TYPE_CHECKING:
 
 from apogee.common import constants as c
 from apogee.common.accel import native
+from apogee.common.inet import ipv4_text, ipv6_bytes, ipv6_text
 from apogee.common.message import MessageExt
 from apogee.common.message_id import create_offset_msg_id, ip_to_bytes
 
@@ -294,9 +294,8 @@ def encode_record(
 
 def _host(buf: Buffer, pos: int, v6: bool) -> tuple[tuple[str, int], int]:
     if v6:
-        ip = socket.inet_ntop(socket.AF_INET6, bytes(buf[pos : pos + 16]))
-        return (ip, _I32.unpack_from(buf, pos + 16)[0]), pos + 20
-    return (socket.inet_ntoa(bytes(buf[pos : pos + 4])), _I32.unpack_from(buf, pos + 4)[0]), pos + 8
+        return (ipv6_text(buf, pos), _I32.unpack_from(buf, pos + 16)[0]), pos + 20
+    return (ipv4_text(buf, pos), _I32.unpack_from(buf, pos + 4)[0]), pos + 8
 
 
 def inflate_body(body: bytes, sysflag: int) -> bytes:
@@ -361,7 +360,7 @@ def decode_record(
 
 
 def _v6_offset_id(host: tuple[str, int], phys: int) -> str:
-    raw = socket.inet_pton(socket.AF_INET6, host[0]) + struct.pack(">Iq", host[1], phys)
+    raw = ipv6_bytes(host[0]) + struct.pack(">Iq", host[1], phys)
     return raw.hex().upper()
 
 
@@ -384,7 +383,7 @@ _ip_text_cache: dict[bytes, str] = {}
 def _ip_text(raw: bytes) -> str:
     text = _ip_text_cache.get(raw)
     if text is None:
-        text = socket.inet_ntoa(raw)
+        text = ipv4_text(raw)
         if len(_ip_text_cache) < 4096:
             _ip_text_cache[raw] = text
     return text

@@ -21,10 +21,10 @@ from collections.abc import Callable, Mapping
 from typing import Final
 
 from apogee.common import constants as c
+from apogee.common.pull_filter import MessageFilter
 from apogee.filter.errors import FilterExpressionError
 from apogee.filter.sql92.compiler import CompiledSql92, compile_sql92
 from apogee.filter.tag import parse_tag_expression
-from apogee.store.results import MessageFilter
 
 TAG: Final = "TAG"
 SQL92: Final = "SQL92"

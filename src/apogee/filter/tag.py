@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from apogee.common.java_hash import tags_code
-from apogee.store.results import TagCodeFilter
+from apogee.common.pull_filter import TagCodeFilter
 
 SUB_ALL: Final = "*"
 _JAVA_BLANKS: Final = "".join(map(chr, range(33)))  # String.trim() drops chars <= ' '

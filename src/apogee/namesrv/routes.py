@@ -101,10 +101,9 @@ class RouteTable:
             live.data_version.counter,
             live.data_version.timestamp,
         ) != (data_version.counter, data_version.timestamp)
-        if topic_configs is not None and broker_id == MASTER_ID:
-            if version_changed or register_first:
-                for config in topic_configs.values():
-                    self._update_queue_data(broker_name, config)
+        if topic_configs is not None and broker_id == MASTER_ID and (version_changed or register_first):
+            for config in topic_configs.values():
+                self._update_queue_data(broker_name, config)
 
         self.broker_live_table[broker_addr] = BrokerLiveInfo(
             now_ms, data_version, ha_server_addr, connection_id

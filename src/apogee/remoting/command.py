@@ -9,7 +9,6 @@ request sets flag bit 1 and gets no response.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Union
 
 from apogee.remoting.codes import CURRENT_VERSION, LanguageCode, SerializeType
 
@@ -18,8 +17,8 @@ RPC_ONEWAY = 0x2
 
 # A body may be one buffer or several (header + memoryview slices of stored messages), so a
 # pull response can go to the socket without joining them.
-Buffer = Union[bytes, bytearray, memoryview]
-Body = Union[Buffer, Sequence[Buffer], None]
+Buffer = bytes | bytearray | memoryview
+Body = Buffer | Sequence[Buffer] | None
 
 
 _new = object.__new__

@@ -45,3 +45,13 @@ class RemotingConfig:
     # 0 keeps the event loop's default, 64 KiB and a quarter of the high mark).
     write_buffer_high_water_mark: int = 1024 * 1024
     write_buffer_low_water_mark: int = 256 * 1024
+
+
+def parse_listen(value: str, default_port: int) -> tuple[str, int]:
+    """``HOST:PORT``, ``HOST`` or ``:PORT`` -> (host, port): a server's ``--listen``."""
+    host, sep, port = value.rpartition(":")
+    if not sep:
+        return value or "0.0.0.0", default_port
+    if not port.isdigit() or int(port) > 65535:
+        raise ValueError(f"bad port in {value!r}")
+    return host.strip("[]") or "0.0.0.0", int(port)

@@ -22,7 +22,6 @@ batch through ``message_codec.decode_record``, the shared full decoder.
 
 from __future__ import annotations
 
-import socket
 from typing import Any
 
 import numpy as np
@@ -31,6 +30,7 @@ import pyarrow.compute as pc  # type: ignore[import-untyped]
 from numpy.lib.stride_tricks import as_strided
 
 from apogee.common import constants as c
+from apogee.common.inet import ipv4_text
 from apogee.common.message_codec import (
     MESSAGE_MAGIC_CODE,
     OFF_BODY,
@@ -264,7 +264,7 @@ class _Fast:
         for key in distinct.tolist():
             text = cache.get(key)
             if text is None:
-                text = cache[key] = f"{socket.inet_ntoa((key >> 32).to_bytes(4, 'big'))}:{key & 0xFFFFFFFF}"
+                text = cache[key] = f"{ipv4_text((key >> 32).to_bytes(4, 'big'))}:{key & 0xFFFFFFFF}"
             texts.append(text)
         return pc.take(pa.array(texts, pa.string()), pa.array(inverse.astype(np.int32).ravel()))
 

@@ -46,7 +46,7 @@ from apogee.client.selectors import java_hash_code
 from apogee.common import constants as c
 from apogee.common.message import MessageQueue
 from apogee.common.message_codec import BATCH_ITEM_OVERHEAD, encode_batch, encode_batch_columns
-from apogee.common.message_id import UniqIdGenerator, default_generator
+from apogee.common.uniq_id import UniqIdGenerator, default_generator
 from apogee.errors import ApogeeError, RemoteError
 from apogee.spark import runtime
 from apogee.spark.errors import ApogeeSparkError
@@ -218,7 +218,7 @@ class _QueueBuffer:
 
 class BulkIds:
     """UNIQ_KEYs by the thousand, from the process's one generator
-    (``message_id.default_generator``): its reserved blocks (one clock read each) turned into
+    (``uniq_id.default_generator``): its reserved blocks (one clock read each) turned into
     an Arrow string column by numpy, with no Python work per id."""
 
     def __init__(self, ids: UniqIdGenerator | None = None) -> None:

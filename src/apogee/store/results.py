@@ -10,9 +10,13 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Sequence
-from typing import Protocol
 
 from apogee.common.message_id import create_offset_msg_id
+
+# The filter a pull passes to the store: defined in common, so the filters themselves
+# (apogee.filter, pure) need not import the store; part of the store's API all the same.
+from apogee.common.pull_filter import MessageFilter as MessageFilter
+from apogee.common.pull_filter import TagCodeFilter as TagCodeFilter
 
 
 class PutStatus(enum.Enum):
@@ -115,33 +119,6 @@ class PutResult:
             f"PutResult({self.status.name}, wrote_offset={self.wrote_offset}, "
             f"logics_offset={self.logics_offset}, msg_num={self.msg_num})"
         )
-
-
-class MessageFilter(Protocol):
-    """Decides which messages a pull returns; the broker's tag and SQL92 filters implement it."""
-
-    def is_matched_by_consume_queue(self, tags_code: int) -> bool:
-        """Cheap first test on the ConsumeQueue entry's tag hash."""
-        ...
-
-    def is_matched_by_commit_log(self, record: memoryview) -> bool:
-        """Second test on the whole stored record (properties), for SQL92."""
-        ...
-
-
-class TagCodeFilter:
-    """Match a set of tag hash codes (``None`` = every message, the ``*`` subscription)."""
-
-    __slots__ = ("codes",)
-
-    def __init__(self, codes: set[int] | frozenset[int] | None) -> None:
-        self.codes = codes
-
-    def is_matched_by_consume_queue(self, tags_code: int) -> bool:
-        return self.codes is None or tags_code in self.codes
-
-    def is_matched_by_commit_log(self, record: memoryview) -> bool:
-        return True
 
 
 class GetResult:

@@ -99,12 +99,11 @@ def produce(args) -> None:
         for i in range(args.count):
             msg = build(args.topic, i, args)
             sent_ms = int(time.time() * 1000)
-            if args.mode == "sync":
-                result = producer.send_sync(msg)
-                emit(event="sent", i=i, status=int(result.status), msg_id=result.msg_id, offset=result.offset, sent_ms=sent_ms)
-            elif args.mode == "orderly":
-                result = producer.send_orderly(msg, i % args.shards)
-                emit(event="sent", i=i, status=int(result.status), msg_id=result.msg_id, offset=result.offset, shard=i % args.shards, sent_ms=sent_ms)
+            if args.mode in ("sync", "orderly"):
+                shard = {"shard": i % args.shards} if args.mode == "orderly" else {}
+                result = producer.send_orderly(msg, i % args.shards) if shard else producer.send_sync(msg)
+                emit(event="sent", i=i, status=int(result.status), msg_id=result.msg_id, offset=result.offset,
+                     **shard, sent_ms=sent_ms)
             elif args.mode == "oneway":
                 producer.send_oneway(msg)
                 emit(event="sent", i=i, sent_ms=sent_ms)
@@ -211,7 +210,9 @@ def bench_send(args) -> None:
                 producer.send_sync(msg)
                 latencies.append(time.perf_counter() - t0)
             else:
-                producer.send_async(msg, lambda result: done.release(), lambda exc: (errors.append(exc), done.release()))
+                producer.send_async(
+                    msg, lambda result: done.release(), lambda exc: (errors.append(exc), done.release())
+                )
         if args.mode == "async":
             for _ in range(args.count):
                 done.acquire(timeout=60)

@@ -10,9 +10,9 @@ from apogee.remoting.bodies.heartbeat import HeartbeatData
 def cpp_heartbeat(client_id: str) -> bytes:
     # What the C++ client sends: enum ordinals, string subVersion, no empty arrays.
     return (
-        '{"clientID":"%s","consumerDataSet":[{"consumeFromWhere":0,"consumeType":1,"groupName":"G",'
-        '"messageModel":1,"subscriptionDataSet":[{"codeSet":[2598919],"subString":"TagA","subVersion":"1700000000000",'
-        '"tagsSet":["TagA"],"topic":"T"}]}]}' % client_id
+        '{"clientID":"' + client_id + '","consumerDataSet":[{"consumeFromWhere":0,"consumeType":1,'
+        '"groupName":"G","messageModel":1,"subscriptionDataSet":[{"codeSet":[2598919],"subString":"TagA",'
+        '"subVersion":"1700000000000","tagsSet":["TagA"],"topic":"T"}]}]}'
     ).encode()
 
 
@@ -25,7 +25,10 @@ def test_heartbeat_of_the_cpp_client_parses() -> None:
 
 
 def test_heartbeat_with_names_and_bad_enum() -> None:
-    hb = HeartbeatData.decode(b'{"clientID":"x","consumerDataSet":[{"groupName":"G","messageModel":"BROADCASTING"}],"producerDataSet":[{"groupName":"P"}]}')
+    hb = HeartbeatData.decode(
+        b'{"clientID":"x","consumerDataSet":[{"groupName":"G","messageModel":"BROADCASTING"}],'
+        b'"producerDataSet":[{"groupName":"P"}]}'
+    )
     assert hb.consumers[0].message_model == "BROADCASTING" and hb.producer_groups == ["P"]
     with pytest.raises(HeaderError, match="messageModel"):
         HeartbeatData.decode(b'{"clientID":"x","consumerDataSet":[{"groupName":"G","messageModel":7}]}')

@@ -5,8 +5,8 @@ from pathlib import Path
 import orjson
 
 from apogee.broker.topics import TopicConfigManager
-from apogee.common.validators import validate_topic
 from apogee.common.constants import PERM_INHERIT, SCHEDULE_TOPIC, TBW102
+from apogee.common.validators import validate_topic
 
 
 def manager(path: Path | None, auto: bool = True) -> TopicConfigManager:

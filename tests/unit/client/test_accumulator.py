@@ -12,7 +12,7 @@ from apogee.common import constants as c
 from apogee.common.accel import native
 from apogee.common.message import Message, MessageQueue
 from apogee.common.message_codec import decode_batch, parse_properties
-from apogee.common.message_id import UniqIdGenerator
+from apogee.common.uniq_id import UniqIdGenerator
 from apogee.errors import MessageValidationError
 
 

@@ -4,6 +4,7 @@ import pytest
 
 from apogee.client.config import ConsumerConfig, ProducerConfig
 from apogee.client.types import ConsumeFromWhere, MessageModel
+from apogee.common.host import local_ip
 from apogee.errors import ConfigError
 
 
@@ -11,7 +12,7 @@ def test_client_id_and_namesrv_list() -> None:
     cfg = ProducerConfig(namesrv_addr=" 10.0.0.1:9876 ; 10.0.0.2:9876,", client_ip="10.0.0.9", instance_name="app")
     cfg.validate()
     assert cfg.namesrv_list() == ["10.0.0.1:9876", "10.0.0.2:9876"]
-    cfg.resolve_identity()
+    cfg.resolve_identity(local_ip)
     assert cfg.client_id() == "10.0.0.9@app"
     cfg.unit_name = "u1"
     assert cfg.client_id() == "10.0.0.9@app@u1"
@@ -19,8 +20,8 @@ def test_client_id_and_namesrv_list() -> None:
 
 def test_default_instance_names_are_unique() -> None:
     a, b = ConsumerConfig(client_ip="1.1.1.1"), ConsumerConfig(client_ip="1.1.1.1")
-    a.resolve_identity()
-    b.resolve_identity()
+    a.resolve_identity(local_ip)
+    b.resolve_identity(local_ip)
     assert a.client_id() != b.client_id()
 
 

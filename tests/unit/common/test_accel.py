@@ -340,7 +340,10 @@ def test_scan_single_declines_what_needs_an_answer() -> None:
 
 _V2_KEYS = ("b", "e", "f", "g", "h", "i", "j", "m")  # topic, queueId, sysFlag, bornTimestamp, flag, properties, ...
 field_values = st.one_of(
-    st.integers(-9, 9).map(str), st.integers(-9, 9), st.integers(-(2**40), 2**40), st.sampled_from(["0", "7", "-3", "+4", " 5", "1_0", "٣", "", "x", "99999999999"]),
+    st.integers(-9, 9).map(str),
+    st.integers(-9, 9),
+    st.integers(-(2**40), 2**40),
+    st.sampled_from(["0", "7", "-3", "+4", " 5", "1_0", "٣", "", "x", "99999999999"]),
 )
 
 

@@ -24,7 +24,10 @@ class Sample:
 
 
 def test_properties_file_with_rocketmq_names() -> None:
-    text = "# comment\nbrokerName = broker-b\nlistenPort=10921\nflushDiskType=SYNC_FLUSH\nfileReservedTime: 48\nautoCreateTopicEnable=false\n"
+    text = (
+        "# comment\nbrokerName = broker-b\nlistenPort=10921\nflushDiskType=SYNC_FLUSH\n"
+        "fileReservedTime: 48\nautoCreateTopicEnable=false\n"
+    )
     config = Sample()
     assert apply(config, parse_properties(text)) == []
     assert config == Sample("broker-b", 10921, False, Mode.SYNC_FLUSH, 48)

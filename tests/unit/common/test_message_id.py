@@ -4,13 +4,8 @@ import re
 
 import pytest
 
-from apogee.common.message_id import (
-    UniqIdGenerator,
-    create_offset_msg_id,
-    create_uniq_id,
-    decode_offset_msg_id,
-    ip_to_bytes,
-)
+from apogee.common.message_id import create_offset_msg_id, decode_offset_msg_id, ip_to_bytes
+from apogee.common.uniq_id import UniqIdGenerator, create_uniq_id
 
 
 def test_offset_msg_id_layout() -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from apogee.common.message_id import UniqIdGenerator
+from apogee.common.uniq_id import UniqIdGenerator
 
 
 def test_reserved_ids_are_unique_in_the_java_layout_and_never_repeat_the_single_ones() -> None:

@@ -6,7 +6,17 @@ from apogee.namesrv.routes import RouteTable
 from apogee.remoting.bodies.route import DataVersion, TopicConfigData, TopicRouteData
 
 
-def register(table: RouteTable, name: str, addr: str, *, bid: int = 0, topics=("T",), now: int = 0, version: int = 1, cluster: str = "C"):
+def register(
+    table: RouteTable,
+    name: str,
+    addr: str,
+    *,
+    bid: int = 0,
+    topics=("T",),
+    now: int = 0,
+    version: int = 1,
+    cluster: str = "C",
+):
     return table.register_broker(
         cluster=cluster,
         broker_addr=addr,

@@ -6,8 +6,8 @@ import zlib
 import orjson
 import pytest
 
-from apogee.errors import HeaderError
 from apogee.common.lenient_json import loads
+from apogee.errors import HeaderError
 from apogee.remoting.bodies.route import RegisterBrokerBody, TopicRouteData
 
 
@@ -44,8 +44,13 @@ def test_register_body_compressed_form() -> None:
 
 def test_register_body_round_trip_and_errors() -> None:
     raw = orjson.loads(RegisterBrokerBody().encode())
-    assert raw == {"filterServerList": [], "topicConfigSerializeWrapper": {"dataVersion": {"counter": 0, "timestamp": 0}, "topicConfigTable": {}}}
+    assert raw == {
+        "filterServerList": [],
+        "topicConfigSerializeWrapper": {"dataVersion": {"counter": 0, "timestamp": 0}, "topicConfigTable": {}},
+    }
     with pytest.raises(HeaderError):
         RegisterBrokerBody.decode(b"\x00garbage", compressed=True)
     with pytest.raises(HeaderError):
-        RegisterBrokerBody.decode(b'{"topicConfigSerializeWrapper":{"topicConfigTable":{"T":{"readQueueNums":"x"}}}}', compressed=False)
+        RegisterBrokerBody.decode(
+            b'{"topicConfigSerializeWrapper":{"topicConfigTable":{"T":{"readQueueNums":"x"}}}}', compressed=False
+        )

@@ -80,10 +80,14 @@ def print_messages(console: Console, found: list[FoundMessage]) -> None:
         table.add_column(style="bold")
         table.add_column()
         rows = [
-            ("Topic", m.topic), ("Tags", m.tags or ""), ("Keys", " ".join(m.keys)),
-            ("Msg id", m.msg_id), ("Offset msg id", m.offset_msg_id),
+            ("Topic", m.topic),
+            ("Tags", m.tags or ""),
+            ("Keys", " ".join(m.keys)),
+            ("Msg id", m.msg_id),
+            ("Offset msg id", m.offset_msg_id),
             ("Queue", f"{item.broker_name or m.store_host[0]} / {m.queue_id} @ {m.queue_offset}"),
-            ("CommitLog offset", str(m.commit_log_offset)), ("Born", f"{_fmt_ms(m.born_timestamp)} from {m.born_host[0]}:{m.born_host[1]}"),
+            ("CommitLog offset", str(m.commit_log_offset)),
+            ("Born", f"{_fmt_ms(m.born_timestamp)} from {m.born_host[0]}:{m.born_host[1]}"),
             ("Stored", f"{_fmt_ms(m.store_timestamp)} on {m.store_host[0]}:{m.store_host[1]}"),
             ("Reconsume times", str(m.reconsume_times)),
             ("Properties", ", ".join(f"{k}={v}" for k, v in sorted(m.properties.items()))),
@@ -117,13 +121,19 @@ async def query_msg_by_id(admin: AdminClient, console: Console, msg_id: str, top
 @admin_group.command("query-msg-by-key")
 @click.option("--topic", "-t", required=True)
 @click.option("--key", "-k", "key", required=True)
-@click.option("--begin", "-b", "begin", default="0", help="Stored at or after (ms, ISO 8601 or yyyy-MM-dd#HH:mm:ss:SSS).")
+@click.option(
+    "--begin", "-b", "begin", default="0", help="Stored at or after (ms, ISO 8601 or yyyy-MM-dd#HH:mm:ss:SSS)."
+)
 @click.option("--end", "-e", "end", default=str(2**62), help="Stored at or before.")
 @click.option("--max", "max_num", default=32, show_default=True)
 @admin_command
-async def query_msg_by_key(admin: AdminClient, console: Console, topic: str, key: str, begin: str, end: str, max_num: int) -> None:
+async def query_msg_by_key(
+    admin: AdminClient, console: Console, topic: str, key: str, begin: str, end: str, max_num: int
+) -> None:
     """Show the messages with a key, newest first."""
-    found = await admin.query_by_key(topic, key, begin_ms=parse_timestamp(begin), end_ms=parse_timestamp(end), max_num=max_num)
+    found = await admin.query_by_key(
+        topic, key, begin_ms=parse_timestamp(begin), end_ms=parse_timestamp(end), max_num=max_num
+    )
     print_messages(console, found)
 
 
@@ -133,7 +143,9 @@ async def query_msg_by_key(admin: AdminClient, console: Console, topic: str, key
 @click.option("--queue-id", "-i", type=int, required=True)
 @click.option("--offset", "-o", type=int, required=True)
 @admin_command
-async def query_msg_by_offset(admin: AdminClient, console: Console, topic: str, broker_name: str, queue_id: int, offset: int) -> None:
+async def query_msg_by_offset(
+    admin: AdminClient, console: Console, topic: str, broker_name: str, queue_id: int, offset: int
+) -> None:
     """Show the message at a queue offset."""
     msg = await admin.message_at(topic, broker_name, queue_id, offset)
     print_messages(console, [FoundMessage(msg, broker_name)] if msg else [])
@@ -145,7 +157,9 @@ async def query_msg_by_offset(admin: AdminClient, console: Console, topic: str, 
 @click.option("--timestamp", "-s", required=True, help="ms, ISO 8601, yyyy-MM-dd#HH:mm:ss:SSS, or 'now' for the end.")
 @click.option("--force/--no-force", "-f", default=True, show_default=True, help="Also move offsets forward.")
 @admin_command
-async def reset_offset_by_time(admin: AdminClient, console: Console, group: str, topic: str, timestamp: str, force: bool) -> None:
+async def reset_offset_by_time(
+    admin: AdminClient, console: Console, group: str, topic: str, timestamp: str, force: bool
+) -> None:
     """Rewind (or forward) a consumer group to a time; live consumers resume there at once."""
     ts = -1 if timestamp == "now" else parse_timestamp(timestamp)
     offsets = await admin.reset_offset_by_time(group, topic, ts, force=force)
@@ -164,7 +178,9 @@ async def consumer_progress(admin: AdminClient, console: Console, group: str, to
     rows = await admin.consumer_progress(group, topic)
     table = Table("broker", "queue", "broker offset", "consumer offset", "lag")
     for r in rows:
-        table.add_row(r.queue.broker_name, str(r.queue.queue_id), str(r.broker_offset), str(r.consumer_offset), str(r.lag))
+        table.add_row(
+            r.queue.broker_name, str(r.queue.queue_id), str(r.broker_offset), str(r.consumer_offset), str(r.lag)
+        )
     console.print(table)
     console.print(f"total lag: {sum(r.lag for r in rows)}")
 

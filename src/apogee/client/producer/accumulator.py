@@ -14,7 +14,7 @@ No I/O and no event loop here: the producer gives ``schedule(delay_s, fn, key)``
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from apogee.client.producer.validation import properties_text
 from apogee.client.types import SendResult
@@ -22,8 +22,10 @@ from apogee.common import constants as c
 from apogee.common.accel import native
 from apogee.common.message import Message, MessageQueue
 from apogee.common.message_codec import encode_batch_item
-from apogee.common.message_id import UniqIdGenerator
 from apogee.errors import MessageValidationError
+
+if TYPE_CHECKING:  # the producer hands its generator over: no lock or clock is imported here
+    from apogee.common.uniq_id import UniqIdGenerator
 
 BatchKey = str | tuple[str, MessageQueue]  # the topic, or (topic, queue) for an explicit queue
 

@@ -58,7 +58,7 @@ from apogee.common.accel import native
 from apogee.common.aio import within
 from apogee.common.message import Message, MessageExt, MessageQueue
 from apogee.common.message_codec import BATCH_ITEM_OVERHEAD, encode_batch
-from apogee.common.message_id import UniqIdGenerator
+from apogee.common.uniq_id import UniqIdGenerator
 from apogee.errors import ApogeeError, ClientStateError, MessageValidationError
 
 if TYPE_CHECKING:  # the trace package sends with a Producer: imported when tracing starts

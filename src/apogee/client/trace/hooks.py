@@ -31,7 +31,7 @@ from apogee.client.trace.records import (
 )
 from apogee.client.types import SendStatus
 from apogee.common import constants as c
-from apogee.common.message_id import create_uniq_id
+from apogee.common.uniq_id import create_uniq_id
 
 _START_DELIVER_TIME = "__STARTDELIVERTIME"  # a timed message (Alibaba Cloud's); traced as delayed
 

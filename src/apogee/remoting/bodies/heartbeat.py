@@ -12,8 +12,8 @@ from typing import Any
 
 import orjson
 
-from apogee.errors import HeaderError
 from apogee.common.lenient_json import loads
+from apogee.errors import HeaderError
 
 CONSUME_TYPES = ("CONSUME_ACTIVELY", "CONSUME_PASSIVELY")  # PULL, PUSH
 MESSAGE_MODELS = ("BROADCASTING", "CLUSTERING")
@@ -215,11 +215,17 @@ def encode_reset_offset_body(offsets: dict[QueueKey, int], *, java: bool) -> byt
     """
     if java:
         items = ",".join(
-            orjson.dumps(q.to_json()).decode() + ":" + str(off) for q, off in sorted(offsets.items(), key=lambda kv: (kv[0].topic, kv[0].queue_id))
+            orjson.dumps(q.to_json()).decode() + ":" + str(off)
+            for q, off in sorted(offsets.items(), key=lambda kv: (kv[0].topic, kv[0].queue_id))
         )
         return ('{"offsetTable":{' + items + "}}").encode()
     return orjson.dumps(
-        {"offsetTable": [{**q.to_json(), "offset": off} for q, off in sorted(offsets.items(), key=lambda kv: (kv[0].topic, kv[0].queue_id))]}
+        {
+            "offsetTable": [
+                {**q.to_json(), "offset": off}
+                for q, off in sorted(offsets.items(), key=lambda kv: (kv[0].topic, kv[0].queue_id))
+            ]
+        }
     )
 
 

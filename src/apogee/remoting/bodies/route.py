@@ -14,8 +14,8 @@ from typing import Any
 
 import orjson
 
-from apogee.errors import HeaderError
 from apogee.common.lenient_json import loads
+from apogee.errors import HeaderError
 
 MASTER_ID = 0
 

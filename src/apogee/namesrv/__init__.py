@@ -1,0 +1,1 @@
+"""The NameServer: route tables (pure), its request processor and the server lifecycle."""
