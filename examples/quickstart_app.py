@@ -1,15 +1,15 @@
-"""The seeds' Spring Boot quick start -- WarnController and WarnConsumer -- as an Apogee app.
+"""RocketMQ's Spring Boot quick start -- WarnController and WarnConsumer -- as an Apogee app.
 
-    apogee admin update-topic -n 127.0.0.1:9876 -t TopicTest   # create the topic by hand, as the seeds do
+    apogee admin update-topic -n 127.0.0.1:9876 -t TopicTest   # create the topic by hand, as the Spring Boot quick start does
     apogee run quickstart_app:app --app-dir examples          # or: python examples/quickstart_app.py
     curl http://127.0.0.1:8080/warn/syncSend                  # the SendResult as JSON; the consumer prints the message
 
-The seeds' ``ServerProduct`` (a producer configured from a file, with ``sendSyncMsg``) is the
+The Spring Boot quick start's ``ServerProduct`` (a producer configured from a file, with ``sendSyncMsg``) is the
 app's template, configured by ``quickstart_app.properties`` beside this file (``NAMESRV_ADDR``
 in the environment overrides it).  ``WarnController`` answers ``GET /warn/syncSend`` on
 ``WARN_HTTP_LISTEN`` (default 127.0.0.1:8080) with the standard library's HTTP server, whose
 request threads use the template's blocking facade.  ``WarnConsumer`` is declared with the
-topic and group of the seeds' ``@RocketMQMessageListener(topic = "TopicTest", consumerGroup =
+topic and group of the quick start's ``@RocketMQMessageListener(topic = "TopicTest", consumerGroup =
 "warn_consumer_group")`` and receives the body decoded as ``str`` (``RocketMQListener<String>``).
 SIGINT/SIGTERM stop the controller, then the consumer (its offsets committed), then the producer.
 """

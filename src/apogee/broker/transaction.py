@@ -1,6 +1,6 @@
 """Transactional messages on the broker: END_TRANSACTION and the check-back service.
 
-How it works (the seeds' two-phase design, RocketMQ's TransactionalMessageService):
+How it works (RocketMQ's two-phase design, its TransactionalMessageService):
 
 * A producer's half message is stored in ``RMQ_SYS_TRANS_HALF_TOPIC`` queue 0 with its real
   topic and queue in ``REAL_TOPIC``/``REAL_QID`` (``rewrite.to_half``, from the send processor), so no

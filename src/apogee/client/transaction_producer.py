@@ -1,4 +1,4 @@
-"""TransactionProducer: two-phase (half) messages, as the seeds describe RocketMQ's.
+"""TransactionProducer: two-phase (half) messages, as RocketMQ's work.
 
 1. ``send_message_in_transaction(msg, arg)`` sends ``msg`` as a *half* message: stored by the
    broker, invisible to consumers.

@@ -1,6 +1,6 @@
 """RocketMQ's well-known names and numbers, shared by broker, store and client.
 
-Everything here is a fact of the protocol (reference §5.4, §5.5, §7.2, §7.3, §7.5): property
+Everything here is a fact of the protocol (docs/protocol.md): property
 keys travel inside the stored properties string, sysflag bits inside every stored record,
 system topic names and prefixes in routes and sends.  Change none of the values.
 """
@@ -76,7 +76,7 @@ PROPERTY_SEPARATOR: Final = "\x02"
 
 
 class MessageSysFlag(enum.IntFlag):
-    """Bits of the SYSFLAG field of a stored record (reference §5.5)."""
+    """Bits of the SYSFLAG field of a stored record (docs/protocol.md, System flags)."""
 
     COMPRESSED = 0x1
     MULTI_TAGS = 0x2
@@ -149,10 +149,10 @@ DLQ_NUMS_PER_GROUP: Final = 1
 MASTER_ID: Final = 0
 
 MAX_TOPIC_LENGTH: Final = 127
-"""Topic names are stored with a signed one-byte length (reference §5.1)."""
+"""Topic names are stored with a signed one-byte length (docs/protocol.md, Stored record)."""
 
 MAX_PROPERTIES_LENGTH: Final = 32767
-"""Properties are stored with a signed two-byte length (reference §5.1)."""
+"""Properties are stored with a signed two-byte length (docs/protocol.md, Stored record)."""
 
 
 def retry_topic(group: str) -> str:

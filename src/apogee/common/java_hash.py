@@ -1,7 +1,7 @@
 """Java's ``String.hashCode``, bit for bit, because RocketMQ stores it.
 
-The tag hash in every ConsumeQueue entry (reference §5.7) and the key hash of every IndexFile
-entry (§6.3) are ``String.hashCode`` values: ``h = 31*h + c`` over the UTF-16 code units of the
+The tag hash in every ConsumeQueue entry (docs/protocol.md, Tag hash) and the key hash of every IndexFile
+entry (docs/protocol.md, IndexFile) are ``String.hashCode`` values: ``h = 31*h + c`` over the UTF-16 code units of the
 string, wrapping at 32 bits.  A Java broker, a C++ client and Apogee must agree on them, or tag
 filtering and key queries silently miss.
 

@@ -1,7 +1,7 @@
 """The stored-record layout, the properties string and the client batch body: written once.
 
 A record in the CommitLog is byte for byte what a PULL response carries and what the C++
-client decodes (reference §5.1), so the broker never re-encodes.  Layout, big-endian, IPv4::
+client decodes (docs/protocol.md, Stored record), so the broker never re-encodes.  Layout, big-endian, IPv4::
 
     off  size  field
       0     4  TOTALSIZE            whole record, this field included
@@ -31,10 +31,10 @@ We only ever *write* IPv4 hosts (every 4.x client decodes IPv4 only); the decode
 IPv6 flags so foreign stores still read.  The hot append path packs the 88 fixed bytes with one
 ``pack_into`` and copies body and tail with two slice assignments (``write_record``).
 
-Properties string (§5.4): ``name\\x01value\\x02...``; we write it without the trailing ``\\x02``
+Properties string (docs/protocol.md, Properties): ``name\\x01value\\x02...``; we write it without the trailing ``\\x02``
 (Java 4.9) and parse leniently, dropping items with an empty name or value (Java).
 
-Client batch body (§5.3), each inner message: TOTALSIZE 4 | MAGIC 4 (0) | BODYCRC 4 (0) | FLAG 4 |
+Client batch body (docs/protocol.md, Client batch body), each inner message: TOTALSIZE 4 | MAGIC 4 (0) | BODYCRC 4 (0) | FLAG 4 |
 BODYLEN 4 + body | PROPLEN 2 + properties.
 """
 

@@ -1,4 +1,4 @@
-"""The broker's offset msg id (reference §5.6), and store hosts as address bytes.
+"""The broker's offset msg id (docs/protocol.md, Message ids), and store hosts as address bytes.
 
 *Offset msg id*: 32 upper-case hex characters, store host IPv4 (4 bytes) + port (int32) +
 CommitLog offset (int64).  The C++ client decodes it (characters 16..31) to find the half
@@ -23,7 +23,7 @@ def ip_to_bytes(ip: str | bytes) -> bytes:
     """IPv4 address as 4 bytes.
 
     IPv6 peers are mapped to IPv4 (``::ffff:a.b.c.d``) or to 0.0.0.0, because every
-    RocketMQ 4.x client decodes stored hosts as IPv4 only (reference §5.1, broker rule).
+    RocketMQ 4.x client decodes stored hosts as IPv4 only (docs/protocol.md, Stored record).
     """
     if isinstance(ip, bytes):
         if len(ip) == 4:

@@ -1,4 +1,4 @@
-"""UNIQ_KEY: the id a producer gives each message (reference §5.6), made here, once.
+"""UNIQ_KEY: the id a producer gives each message (docs/protocol.md, Message ids), made here, once.
 
 Produced by clients, indexed by the broker, otherwise opaque.  We generate it with Java's
 ``MessageClientIDSetter`` layout: ip4 + pid int16 + a per-process random int32 (Java uses a

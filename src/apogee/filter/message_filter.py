@@ -40,7 +40,7 @@ _TOO_SHORT: Final = "stored record too short to hold its properties"
 
 
 def record_properties_text(record: bytes | bytearray | memoryview) -> str:
-    """The properties string of a stored record (reference §5.1), without touching the body.
+    """The properties string of a stored record (docs/protocol.md, Stored record), without touching the body.
 
     Follows ``MessageDecoder.decodeProperties``: host lengths from SYSFLAG, a 1-byte topic
     length (2 bytes for the 5.x V2 magic), a signed 2-byte properties length where zero or

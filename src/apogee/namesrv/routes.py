@@ -1,6 +1,6 @@
 """RouteTable: the NameServer's routing state (RocketMQ's RouteInfoManager).
 
-Five tables, as the seeds describe them:
+Five tables, as RocketMQ's RouteInfoManager keeps them:
 
 * ``topic_queue_table``   topic -> broker name -> QueueData
 * ``broker_addr_table``   broker name -> BrokerData (cluster, broker id -> address)

@@ -1,7 +1,7 @@
 """The asyncio RemotingClient: one connection per address, three invocation styles.
 
 ``invoke`` (await the response, with a timeout), ``invoke_async`` (a callback receives the
-response or the error) and ``invoke_oneway`` (fire and forget), as the seeds describe the
+response or the error) and ``invoke_oneway`` (fire and forget), as RocketMQ's remoting client offers the
 RocketMQ client.  Connections open lazily, are shared by all requests to the same address,
 and are reopened after they close.  Brokers may call back over the same connection; those
 requests go to the client's own ``RequestDispatcher``.

@@ -1,7 +1,7 @@
 """Request, response and language codes, with Apache RocketMQ 4.9.x's numbers.
 
 Sources: RocketMQ ``RequestCode.java``, ``ResponseCode.java``, ``RemotingSysResponseCode.java``,
-``LanguageCode.java`` (see shared/reference/rocketmq-protocol.md section 2).
+``LanguageCode.java`` (docs/protocol.md, Frames).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 It walks the CommitLog in order from ``offset`` up to a limit the store chooses: the written
 end under ASYNC_FLUSH, the *flushed* end under SYNC_FLUSH, so a consumer never sees a message
-that a crash could take back (user-asks C-1).
+that a crash could take back (RocketMQ's broker has acknowledged such sends).
 
 Where it runs: on the owner's event loop, in bounded batches, not in a thread.  Dispatch is
 pure Python work; with the GIL a second thread adds no parallelism, and a CPU-bound thread next

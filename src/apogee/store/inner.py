@@ -27,7 +27,7 @@ class InnerMessage:
     sysflag: int = 0
     born_timestamp: int = 0
     born_host: HostAddress = ("127.0.0.1", 0)
-    # brokerIP1:listenPort; clients send CONSUMER_SEND_MSG_BACK here (reference §8.7).
+    # brokerIP1:listenPort; clients send CONSUMER_SEND_MSG_BACK here (docs/protocol.md, Send-back and redelivery).
     store_host: HostAddress = ("127.0.0.1", 0)
     reconsume_times: int = 0
     prepared_transaction_offset: int = 0
@@ -80,7 +80,7 @@ class InnerBatch:
 
     @classmethod
     def from_body(cls, topic: str, queue_id: int, body: bytes, **kwargs: object) -> InnerBatch:
-        """Build from a client batch body (§5.3); ValueError if it is malformed.
+        """Build from a client batch body (docs/protocol.md, Client batch body); ValueError if it is malformed.
 
         A C++ 1.2.3 client may have zlib-compressed the whole body (sysflag bit 0): the broker
         must inflate it and clear that bit first.

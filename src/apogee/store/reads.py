@@ -1,7 +1,7 @@
 """Reads for the broker: pulls, queue offsets, lookups by offset, time and key.
 
 ``get_message`` follows RocketMQ DefaultMessageStore.getMessage status by status, including
-``next_begin_offset`` (reference §7.6) and the batch limits for data in memory and on disk;
+``next_begin_offset`` (docs/protocol.md, Pull) and the batch limits for data in memory and on disk;
 results are zero-copy slices of the mapped CommitLog.  Owner thread only; nothing here blocks
 except page faults on cold data (``MessageStore.get_message_async`` pre-faults those on the
 I/O thread).

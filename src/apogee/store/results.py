@@ -3,7 +3,7 @@
 A full disk, an offset past the end or a flush that timed out is a status the broker turns into
 a response code; only the unexpected (corruption, a closed store, a bug) raises.  The status
 names and the meaning of ``next_begin_offset`` follow RocketMQ's PutMessageStatus,
-GetMessageStatus and DefaultMessageStore.getMessage (reference §7.6).
+GetMessageStatus and DefaultMessageStore.getMessage (docs/protocol.md, Pull).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ class PutStatus(enum.Enum):
     # frees space (RocketMQ answers SERVICE_NOT_AVAILABLE; map it to that code, remark "disk full").
     DISK_FULL = "DISK_FULL"
     # Apogee: fsync failed.  The bytes may not be on disk; the store stops accepting writes
-    # (RocketMQ swallowed such errors and still answered SEND_OK, see user-asks C-1).
+    # (RocketMQ swallowed such errors and still answered SEND_OK).
     FLUSH_DISK_FAILED = "FLUSH_DISK_FAILED"
     UNKNOWN_ERROR = "UNKNOWN_ERROR"
 

@@ -1,4 +1,4 @@
-"""``apogee run module:app`` as a real process: the seeds' quick start (examples/quickstart_app.py)
+"""``apogee run module:app`` as a real process: RocketMQ's Spring Boot quick start (examples/quickstart_app.py)
 sends through its WarnController and receives in its WarnConsumer; SIGTERM stops it with the
 group's offset committed, so the next instance does not receive the message again; a start
 that cannot work exits with one line saying why."""
@@ -114,7 +114,7 @@ def sync_send(url: str) -> dict[str, object]:
 
 
 async def test_sigterm_stops_the_quick_start_with_its_offset_committed(cluster: Cluster) -> None:
-    # The seeds create TopicTest by hand; one queue, so "not again" below is about that queue.
+    # The quick start creates TopicTest by hand; one queue, so "not again" below is about that queue.
     created = apogee("admin", "update-topic", "-n", cluster.ns, "-t", "TopicTest", "-q", "1")
     assert created.returncode == 0, created.stderr
     assert "topic TopicTest is served by the NameServer" in created.stdout

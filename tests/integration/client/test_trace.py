@@ -3,7 +3,7 @@ RocketMQ's format, and ``apogee admin query-msg-trace-by-id`` shows traces writt
 client writes them.
 
 The records are read here with a decoder of this file, written from the format's description
-(``rocketmq-coverage.md`` §7: fields split by \\x01, each record ended by \\x02, the fields
+(RocketMQ's TraceDataEncoder: fields split by \\x01, each record ended by \\x02, the fields
 of each record type in their order), not with ``apogee.client.trace``'s own.
 """
 

@@ -1,6 +1,6 @@
 """``apogee admin update-topic``: create or change a topic (mqadmin's updateTopic).
 
-The seeds create topics by hand rather than letting the first send create them; this is how,
+RocketMQ's quick start creates topics by hand rather than letting the first send create them; this is how,
 without the Java tools.  Brokers: ``-b ADDR`` (one), ``-c CLUSTER`` (its masters), or neither
 (every master the NameServer knows).  The command returns once the NameServer serves the
 topic's route, so a consumer or ``apogee run`` started next finds it.

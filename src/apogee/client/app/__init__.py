@@ -1,6 +1,6 @@
 """The quick-start application API: ``App``, its ``Template`` and ``@app.listener`` declarations.
 
-The seeds' Spring Boot convenience (a configured producer wrapper with ``sendSyncMsg``, and
+RocketMQ's Spring Boot convenience (rocketmq-spring) (a configured producer wrapper with ``sendSyncMsg``, and
 consumers declared with ``@RocketMQMessageListener``) in Python's idiom; see ``docs/app.md``.
 
     from apogee.client.app import App

@@ -1,6 +1,6 @@
 """``App``: a producer (behind a template) and declared listeners, started and stopped together.
 
-The seeds' Spring Boot quick start in Python's idiom::
+RocketMQ's Spring Boot quick start in Python's idiom::
 
     app = App("warn-service", config_file="app.properties")   # or NAMESRV_ADDR in the environment
 

@@ -1,10 +1,10 @@
-"""The template: one-line sends over the application's producer (the seeds' ``ServerProduct``).
+"""The template: one-line sends over the application's producer (RocketMQ's ``ServerProduct``).
 
 ``await template.send(topic, body, tag=..., keys=...)`` builds the ``Message`` (the body
 encoded by ``apogee.client.app.payload.encode_body``: bytes, str, or JSON for dicts,
 dataclasses and other JSON-serialisable values) and sends it with the producer, so retries,
 auto-batching of ``send_async``, backpressure and errors are the producer's.
-``send_sync_msg(topic, tag, body)`` is the seeds' wrapper under its own name.
+``send_sync_msg(topic, tag, body)`` is the Spring Boot quick start's wrapper under its own name.
 
 ``template.sync`` is the blocking facade for code running outside the application's event
 loop -- plain listeners on the consumer's worker threads, a thread-based web server: each
@@ -96,7 +96,7 @@ class Template:
         return await self.producer.send(msg, selector=_selector(order_key), arg=order_key, timeout_ms=timeout_ms)
 
     async def send_sync_msg(self, topic: str, tag: str | None, body: object) -> SendResult:
-        """The seeds' ``sendSyncMsg(topic, tag, body)``: a sync send with a tag."""
+        """The quick start's ``sendSyncMsg(topic, tag, body)``: a sync send with a tag."""
         return await self.send(topic, body, tag=tag)
 
     async def send_async(
@@ -157,7 +157,7 @@ class SyncTemplate:
         return self._run(self._template.send(topic, body, **kwargs)).result()
 
     def send_sync_msg(self, topic: str, tag: str | None, body: object) -> SendResult:
-        """The seeds' ``sendSyncMsg(topic, tag, body)``, blocking."""
+        """The quick start's ``sendSyncMsg(topic, tag, body)``, blocking."""
         return self._run(self._template.send_sync_msg(topic, tag, body)).result()
 
     def send_oneway(self, topic: str, body: object, **kwargs: Any) -> None:

@@ -1,4 +1,4 @@
-"""LitePullConsumer (the seeds' DefaultLitePullConsumer): pull in the background, ``poll()`` in front.
+"""LitePullConsumer (RocketMQ's DefaultLitePullConsumer): pull in the background, ``poll()`` in front.
 
 Two modes, as in Kafka and RocketMQ: ``subscribe(topic, expression)`` lets rebalance assign
 queues; ``assign(queues)`` takes fixed queues.  Either way one pull loop per owned queue

@@ -1,7 +1,7 @@
 """PullConsumer: the caller chooses the queue and the offset of every pull.
 
 Nothing happens in the background except heartbeats and the periodic persistence of offsets
-given to ``update_consume_offset``; the caller drives everything (the seeds'
+given to ``update_consume_offset``; the caller drives everything (RocketMQ's
 DefaultMQPullConsumer).
 """
 

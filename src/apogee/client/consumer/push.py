@@ -1,6 +1,6 @@
 """PushConsumer: subscribe, register a listener, and messages arrive.
 
-Under the hood it pulls (the seeds' DefaultMQPushConsumer): one long-polling pull loop per
+Under the hood it pulls (as RocketMQ's DefaultMQPushConsumer): one long-polling pull loop per
 owned queue feeds a ProcessQueue; a consume service (concurrent or orderly) calls the
 listener; offsets are committed with every pull and persisted every
 ``persist_consumer_offset_interval_ms``; rebalance decides which queues are owned.

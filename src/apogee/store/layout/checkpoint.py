@@ -1,4 +1,4 @@
-"""Checkpoint file layout (reference §6.4): 4096 bytes, three int64 at the start.
+"""Checkpoint file layout (docs/protocol.md, Checkpoint): 4096 bytes, three int64 at the start.
 
 ::
 

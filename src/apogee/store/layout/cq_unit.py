@@ -1,4 +1,4 @@
-"""ConsumeQueue entry: 20 bytes, big-endian (reference §6.2).
+"""ConsumeQueue entry: 20 bytes, big-endian (docs/protocol.md, ConsumeQueue entry).
 
 ::
 

@@ -1,4 +1,4 @@
-"""IndexFile layout (reference §6.3): 40-byte header, hash slots, 20-byte linked entries.
+"""IndexFile layout (docs/protocol.md, IndexFile): 40-byte header, hash slots, 20-byte linked entries.
 
 ::
 
