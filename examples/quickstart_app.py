@@ -1,6 +1,6 @@
 """RocketMQ's Spring Boot quick start -- WarnController and WarnConsumer -- as an Apogee app.
 
-    apogee admin update-topic -n 127.0.0.1:9876 -t TopicTest   # create the topic by hand, as the Spring Boot quick start does
+    apogee admin update-topic -n 127.0.0.1:9876 -t TopicTest   # create the topic by hand, as the quick start does
     apogee run quickstart_app:app --app-dir examples          # or: python examples/quickstart_app.py
     curl http://127.0.0.1:8080/warn/syncSend                  # the SendResult as JSON; the consumer prints the message
 

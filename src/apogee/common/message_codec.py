@@ -34,7 +34,7 @@ IPv6 flags so foreign stores still read.  The hot append path packs the 88 fixed
 Properties string (docs/protocol.md, Properties): ``name\\x01value\\x02...``; we write it without the trailing ``\\x02``
 (Java 4.9) and parse leniently, dropping items with an empty name or value (Java).
 
-Client batch body (docs/protocol.md, Client batch body), each inner message: TOTALSIZE 4 | MAGIC 4 (0) | BODYCRC 4 (0) | FLAG 4 |
+Client batch body (docs/protocol.md), each inner message: TOTALSIZE 4 | MAGIC 4 (0) | BODYCRC 4 (0) | FLAG 4 |
 BODYLEN 4 + body | PROPLEN 2 + properties.
 """
 
