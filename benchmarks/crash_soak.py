@@ -65,7 +65,7 @@ from tests.support.processes import ServerProcess, start_namesrv  # noqa: E402
 INTEROP_PYTHON = ROOT / ".venv-interop" / "bin" / "python"
 CPP_SCRIPT = ROOT / "benchmarks" / "crash_soak_cpp.py"
 KILL_MOMENTS = ("time", "commitlog-roll", "cq-roll")
-RECOVERY_STARTS = ("safe point", "checkpoint file", "full scan")
+RECOVERY_STARTS = ("safe point", "checkpoint file", "offset 0")
 LOADED = re.compile(r"store loaded and recovered in ([0-9.]+) s")
 
 
@@ -114,7 +114,7 @@ class Trial:
             return "safe point"
         if "crash recovery starts at file" in self.recovery_log:
             return "checkpoint file"
-        return "full scan"
+        return "offset 0"
 
     @property
     def recovery_s(self) -> float:
@@ -559,7 +559,7 @@ class Totals:
 def summary_table(totals: dict[tuple[str, str], Totals]) -> str:
     """A Markdown table of the figures (docs/store.md, "The SIGKILL soak")."""
     rows = ["| client | flush | trials | failed | acknowledged | lost | bodies differing | kill moments "
-            "(time / CommitLog roll / CQ roll) | recovery from safe point / checkpoint file / full scan "
+            "(time / CommitLog roll / CQ roll) | recovery from a safe point / checkpoint file / offset 0 "
             "| median recovery |",
             "|---|---|---|---|---|---|---|---|---|---|"]
     for (client, flush), t in totals.items():
