@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import resource
 from pathlib import Path
 
 import pytest
@@ -52,11 +53,9 @@ def test_last_nonzero_and_zero_range(tmp_path: Path) -> None:
 def test_last_nonzero_of_a_mostly_unwritten_1_gib_file_reads_only_its_data(tmp_path: Path) -> None:
     """Issue 16, finding 1: a crash restart looks for the last non-zero byte of the CommitLog's
     end file and of the pre-created next one.  Reading a 1 GiB file's never-written pages took
-    the restart of a broker holding a few MB from under 1 s to 5-16 s, long enough for a
+    the restart of a broker holding a few MB from under 1 s to 5-18 s, long enough for a
     consumer started meanwhile to find no route and (RocketMQ clients refresh routes and
     heartbeats every 30 s) receive nothing for a minute.  Only the data ranges may be read."""
-    import resource
-
     size = 1 << 30
     mf = MappedFile.create(tmp_path / file_name(0), 0, size)  # preallocated, as the CommitLog's
     try:
