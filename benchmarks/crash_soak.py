@@ -37,14 +37,17 @@ import json
 import mmap
 import os
 import random
+import re
 import shutil
 import signal
+import statistics
 import struct
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -62,6 +65,8 @@ from tests.support.processes import ServerProcess, start_namesrv  # noqa: E402
 INTEROP_PYTHON = ROOT / ".venv-interop" / "bin" / "python"
 CPP_SCRIPT = ROOT / "benchmarks" / "crash_soak_cpp.py"
 KILL_MOMENTS = ("time", "commitlog-roll", "cq-roll")
+RECOVERY_STARTS = ("safe point", "checkpoint file", "offset 0")
+LOADED = re.compile(r"store loaded and recovered in ([0-9.]+) s")
 
 
 @dataclass
@@ -96,6 +101,33 @@ class Trial:
     @property
     def lost(self) -> list[str]:
         return [k for k in dict.fromkeys(self.acked) if k not in self.received]
+
+    @property
+    def mismatched(self) -> list[str]:
+        """Keys delivered with a body other than the one sent."""
+        return [k for k, ok in self.received.items() if not ok]
+
+    @property
+    def recovery_start(self) -> str:
+        """Where the restarted broker's crash recovery began (RECOVERY_STARTS)."""
+        if "crash recovery starts at offset" in self.recovery_log:
+            return "safe point"
+        if "crash recovery starts at file" in self.recovery_log:
+            return "checkpoint file"
+        return "offset 0"
+
+    @property
+    def recovery_s(self) -> float:
+        """The restarted store's load and recovery time (its log line)."""
+        match = LOADED.search(self.recovery_log)
+        return float(match.group(1)) if match else float("nan")
+
+    def summary(self) -> dict[str, object]:
+        return {"trial": self.number, "client": self.client, "flush": self.flush, "moment": self.moment,
+                "kill_after_s": round(self.kill_after_s, 3), "acked": len(set(self.acked)),
+                "received": len(self.received), "lost": len(self.lost), "mismatched": len(self.mismatched),
+                "recovery_start": self.recovery_start, "recovery_s": self.recovery_s,
+                "failed": bool(self.problems)}
 
 
 # --- the store, read offline -------------------------------------------------------------------
@@ -413,7 +445,7 @@ def run_trial(trial: Trial, namesrv: str, s: Settings, rng: random.Random) -> No
         broker.close()
     records, problems, _end = scan_commitlog(store)
     trial.problems = problems + scan_consume_queues(store, records)
-    bad_bodies = [k for k, ok in trial.received.items() if not ok]
+    bad_bodies = trial.mismatched
     if bad_bodies:
         trial.problems.append(f"{len(bad_bodies)} bodies differ from what was sent, e.g. {bad_bodies[:5]}")
     if trial.lost:
@@ -464,31 +496,27 @@ def main() -> None:
     flushes = ["SYNC_FLUSH", "ASYNC_FLUSH"] if args.flush == "both" else [args.flush]
     print(f"seed {seed}, workdir {workdir}", flush=True)
     namesrv = start_namesrv(workdir / "namesrv")
-    totals: dict[tuple[str, str], list[int]] = {}
+    totals: dict[tuple[str, str], Totals] = {}
     number = 0
     try:
         for flush in flushes:
             for client in clients:
-                tot = totals.setdefault((client, flush), [0, 0, 0, 0, 0])  # trials, failed, acked, lost, from mark
+                tot = totals.setdefault((client, flush), Totals())
                 for _ in range(args.trials):
                     number += 1
                     trial = Trial(number, client, flush, rng.choice(moments), workdir / f"trial-{number}",
                                   f"Soak{number}_{rng.randrange(1 << 24):06x}")
                     t0 = time.monotonic()
                     run_trial(trial, namesrv.addr, s, rng)
-                    tot[0] += 1
-                    tot[2] += len(set(trial.acked))
-                    tot[3] += len(trial.lost)
-                    from_mark = "crash recovery starts at offset" in trial.recovery_log
-                    tot[4] += from_mark
-                    status = "ok"
-                    if trial.problems:
-                        tot[1] += 1
-                        status = "FAILED"
+                    tot.add(trial)
+                    status = "FAILED" if trial.problems else "ok"
                     print(f"trial {number} {client} {flush} kill={trial.moment}@{trial.kill_after_s:.2f}s "
                           f"acked={len(set(trial.acked))} received={len(trial.received)} "
-                          f"lost={len(trial.lost)} {status} ({time.monotonic() - t0:.1f} s)"
-                          f"{' recovered from a safe point' if from_mark else ''}", flush=True)
+                          f"lost={len(trial.lost)} mismatched={len(trial.mismatched)} {status} "
+                          f"({time.monotonic() - t0:.1f} s) recovery={trial.recovery_start} "
+                          f"in {trial.recovery_s:.3f} s", flush=True)
+                    with open(workdir / "results.jsonl", "a") as f:
+                        f.write(json.dumps(trial.summary()) + "\n")
                     if trial.problems:
                         print("\n".join("  " + p for p in trial.problems), flush=True)
                         print("  recovery log:\n" + "\n".join("    " + ln for ln in trial.recovery_log.splitlines()),
@@ -500,9 +528,47 @@ def main() -> None:
                         shutil.rmtree(trial.directory, ignore_errors=True)
     finally:
         namesrv.close()
-        print("\nclient  flush        trials  failed    acked    lost  recovered from a safe point")
-        for (client, flush), (n, failed, acked, lost, marked) in totals.items():
-            print(f"{client:7} {flush:12} {n:6}  {failed:6}  {acked:7}  {lost:6}  {marked}")
+        print()
+        print(summary_table(totals))
+
+
+@dataclass
+class Totals:
+    """The figures of one (client, flush) pair over its trials."""
+
+    trials: int = 0
+    failed: int = 0
+    acked: int = 0
+    lost: int = 0
+    mismatched: int = 0
+    moments: Counter[str] = field(default_factory=Counter)
+    starts: Counter[str] = field(default_factory=Counter)
+    recovery_s: list[float] = field(default_factory=list)
+
+    def add(self, trial: Trial) -> None:
+        self.trials += 1
+        self.failed += bool(trial.problems)
+        self.acked += len(set(trial.acked))
+        self.lost += len(trial.lost)
+        self.mismatched += len(trial.mismatched)
+        self.moments[trial.moment] += 1
+        self.starts[trial.recovery_start] += 1
+        self.recovery_s.append(trial.recovery_s)
+
+
+def summary_table(totals: dict[tuple[str, str], Totals]) -> str:
+    """A Markdown table of the figures (docs/store.md, "The SIGKILL soak")."""
+    rows = ["| client | flush | trials | failed | acknowledged | lost | bodies differing | kill moments "
+            "(time / CommitLog roll / CQ roll) | recovery from a safe point / checkpoint file / offset 0 "
+            "| median recovery |",
+            "|---|---|---|---|---|---|---|---|---|---|"]
+    for (client, flush), t in totals.items():
+        moments = " / ".join(str(t.moments[m]) for m in KILL_MOMENTS)
+        starts = " / ".join(str(t.starts[k]) for k in RECOVERY_STARTS)
+        median = statistics.median(t.recovery_s) if t.recovery_s else 0.0
+        rows.append(f"| {client} | {flush} | {t.trials} | {t.failed} | {t.acked} | {t.lost} | {t.mismatched} "
+                    f"| {moments} | {starts} | {median * 1000:.0f} ms |")
+    return "\n".join(rows)
 
 
 def _produce_main(argv: list[str]) -> None:
