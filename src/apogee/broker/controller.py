@@ -138,10 +138,13 @@ class BrokerController:
     # --- lifecycle ----------------------------------------------------------------------------
 
     async def start(self) -> tuple[str, int]:
+        # The store is loaded and recovered before the port opens (as RocketMQ loads it
+        # first): a client that still knows this address from before a crash must not pull
+        # or query offsets from queue tables recovery is still rebuilding.
+        await self.store.start()
         host, port = await self.server.start(self.config.listen_host, self.config.listen_port)
         self.address.bind(port)
         log.info("advertising %s to NameServers and in STOREHOST: %s", self.broker_addr, self.store_ip_reason)
-        await self.store.start()
         self.store.add_arrival_listener(self._message_arrived)
         self.store.set_committed_offsets(self._committed_offsets)
         self.schedule.start()
