@@ -1,0 +1,95 @@
+"""Master/slave replication between real broker processes on loopback ports (issue 19).
+
+A master and two slaves of one broker group: one slave follows from the start, one starts
+after the first half of the messages.  Each slave's CommitLog files end byte-identical to
+the master's and its ConsumeQueues equal; a slave refuses sends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import orjson
+
+from apogee.remoting.client import RemotingClient
+from apogee.remoting.codes import RequestCode, ResponseCode
+from apogee.remoting.command import RemotingCommand
+from tests.support.names import unique
+from tests.support.processes import ServerProcess, start_broker
+from tests.support.waiting import wait_until
+from tests.support.wire import send_request
+
+T = 5000
+FILE_SIZE = 1 << 20  # 1 MiB CommitLog files: the messages cross several
+GROUP = "brokerName=ha-a\nmappedFileSizeCommitLog=1048576\nhaSendHeartbeatInterval=1000\n"
+FIRST = 1500  # ~0.7 MiB: the late slave starts inside the master's first file ...
+SECOND = 4500  # ... which it would not hold otherwise (an empty slave starts at the master's last file)
+BODY = b"r" * 300
+
+
+async def runtime(client: RemotingClient, addr: str) -> dict[str, str]:
+    resp = await client.invoke(addr, RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO), T)
+    assert resp.code == ResponseCode.SUCCESS, resp.remark
+    table: dict[str, str] = orjson.loads(resp.body_bytes())["table"]
+    return table
+
+
+async def send_many(client: RemotingClient, addr: str, topic: str, first: int, count: int) -> None:
+    for start in range(first, first + count, 250):
+        answers = await asyncio.gather(*(
+            client.invoke(addr, send_request(topic, BODY, queue_id=i % 4, keys=f"k{i}", tags="TagA"), T)
+            for i in range(start, min(start + 250, first + count))
+        ))
+        assert all(a.code == ResponseCode.SUCCESS for a in answers), answers[0].remark
+
+
+async def wait_in_step(client: RemotingClient, master: ServerProcess, slave: ServerProcess) -> None:
+    """The slave holds and has dispatched everything the master holds."""
+    target = (await runtime(client, master.addr))["commitLogMaxOffset"]
+
+    async def caught_up() -> bool:
+        info = await runtime(client, slave.addr)
+        return info["commitLogMaxOffset"] == target and info["dispatchBehindBytes"] == "0"
+
+    await wait_until(caught_up, 30, f"slave {slave.addr} to reach the master's offset {target}", interval_s=0.05)
+
+
+def tree(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+async def test_slaves_hold_byte_identical_commitlogs_and_equal_queues(tmp_path: Path, namesrv: ServerProcess) -> None:
+    master = start_broker(namesrv.addr, tmp_path / "master", GROUP)
+    early = start_broker(namesrv.addr, tmp_path / "slave1", GROUP + "brokerRole=SLAVE\nbrokerId=1\n")
+    late: ServerProcess | None = None
+    client = RemotingClient()
+    topic = unique("Replicated")
+    try:
+        await send_many(client, master.addr, topic, 0, FIRST)
+        late = start_broker(namesrv.addr, tmp_path / "slave2", GROUP + "brokerRole=SLAVE\nbrokerId=2\n")
+        await send_many(client, master.addr, topic, FIRST, SECOND)
+        for slave in (early, late):
+            await wait_in_step(client, master, slave)
+
+        async def master_dispatched() -> bool:
+            return (await runtime(client, master.addr))["dispatchBehindBytes"] == "0"
+
+        await wait_until(master_dispatched, 10, "the master's dispatch", interval_s=0.05)
+        master_info = await runtime(client, master.addr)
+        assert int(master_info["commitLogMaxOffset"]) > 2 * FILE_SIZE  # the log crossed files
+        master_log = tree(tmp_path / "master" / "commitlog")
+        master_cq = tree(tmp_path / "master" / "consumequeue" / topic)
+        assert len(master_log) >= 3 and len(master_cq) == 4
+        for name in ("slave1", "slave2"):
+            assert tree(tmp_path / name / "commitlog") == master_log, name
+            assert tree(tmp_path / name / "consumequeue" / topic) == master_cq, name
+
+        refused = await client.invoke(early.addr, send_request(topic, b"no"), T)
+        assert refused.code == ResponseCode.SERVICE_NOT_AVAILABLE
+        assert "slave" in (refused.remark or "")
+    finally:
+        await client.close()
+        for server in (late, early, master):
+            if server is not None:
+                server.close()
