@@ -8,6 +8,9 @@ the master's and its ConsumeQueues equal; a slave refuses sends.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import re
+import struct
 from pathlib import Path
 
 import orjson
@@ -93,3 +96,56 @@ async def test_slaves_hold_byte_identical_commitlogs_and_equal_queues(tmp_path: 
         for server in (late, early, master):
             if server is not None:
                 server.close()
+
+
+def ha_port(master: ServerProcess) -> int:
+    match = re.search(r"HA port listening on 127\.0\.0\.1:(\d+)", master.stderr())
+    assert match, master.stderr()
+    return int(match.group(1))
+
+
+async def closed_by_master(reader: asyncio.StreamReader, timeout_s: float) -> bool:
+    """True once the master has closed the link (EOF or reset) within ``timeout_s``."""
+    try:
+        while await asyncio.wait_for(reader.read(65536), timeout_s):
+            pass
+    except ConnectionError:
+        return True
+    return True
+
+
+async def test_bad_ha_peers_lose_only_their_own_link(tmp_path: Path, namesrv: ServerProcess) -> None:
+    conf = GROUP + "haHousekeepingInterval=1500\n"
+    master = start_broker(namesrv.addr, tmp_path / "master", conf)
+    slave = start_broker(namesrv.addr, tmp_path / "slave", conf + "brokerRole=SLAVE\nbrokerId=1\n")
+    client = RemotingClient()
+    topic = unique("Hostile")
+    try:
+        await send_many(client, master.addr, topic, 0, 200)
+        await wait_in_step(client, master, slave)
+        port = ha_port(master)
+        peers = [await asyncio.open_connection("127.0.0.1", port) for _ in range(4)]
+        (r_past, w_past), (r_neg, w_neg), (r_silent, _), (r_junk, w_junk) = peers
+        w_past.write(struct.pack(">q", 1 << 60))  # past the master's end
+        w_neg.write(b"\xff" * 8)  # a negative offset
+        for _ in range(1000):  # 1,000 malformed reports, the last one past the end
+            w_junk.write(b"\x7f\xee\xdd\xcc\xbb\xaa\x99\x88")
+        for _, writer in peers:
+            with contextlib.suppress(ConnectionError):  # the master may have closed it already
+                await writer.drain()
+        assert await closed_by_master(r_past, 10)
+        assert await closed_by_master(r_neg, 10)
+        assert await closed_by_master(r_junk, 10)
+        assert await closed_by_master(r_silent, 10)  # haHousekeepingInterval: nothing read for 1.5 s
+        for _, writer in peers:
+            writer.close()
+        assert "past the master's max offset" in master.stderr()
+        assert "haHousekeepingInterval" in master.stderr()
+        # The real slave kept its link and follows what is sent after.
+        await send_many(client, master.addr, topic, 200, 200)
+        await wait_in_step(client, master, slave)
+        assert tree(tmp_path / "slave" / "commitlog") == tree(tmp_path / "master" / "commitlog")
+    finally:
+        await client.close()
+        slave.close()
+        master.close()

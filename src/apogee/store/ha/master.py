@@ -142,15 +142,17 @@ class HAMaster:
                     await writer.drain()
                     continue
                 link.wake.clear()
+                if offset < 0:  # nothing before the slave's first report
+                    await link.wake.wait()
+                    continue
                 wait = heartbeat - (time.monotonic() - last_write)
                 if wait > 0:
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(link.wake.wait(), wait)
                     continue
-                if offset >= 0:
-                    writer.write(encode_header(offset, 0))
-                    last_write = time.monotonic()
-                    await writer.drain()
+                writer.write(encode_header(offset, 0))
+                last_write = time.monotonic()
+                await writer.drain()
         except (ConnectionError, OSError) as exc:
             log.info("HA link of slave %s: write failed: %s", link.peer, exc)
             writer.close()
