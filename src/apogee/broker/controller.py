@@ -17,6 +17,8 @@ from pathlib import Path
 
 from apogee.broker.clients import ClientManager
 from apogee.broker.config import BrokerAddress, BrokerConfig, advertised_ip
+from apogee.broker.ha.master import HAMaster
+from apogee.broker.ha.slave import HASlave
 from apogee.broker.locks import RebalanceLockManager
 from apogee.broker.long_polling import PullRequestHoldService
 from apogee.broker.offsets import SEPARATOR as OFFSET_KEY_SEPARATOR
@@ -40,8 +42,6 @@ from apogee.remoting.config import RemotingConfig
 from apogee.remoting.connection import Connection
 from apogee.remoting.server import RemotingServer, RequestDispatcher
 from apogee.store.config import StoreConfig
-from apogee.store.ha.master import HAMaster
-from apogee.store.ha.slave import HASlave
 from apogee.store.message_store import MessageStore
 
 log = logging.getLogger("apogee.broker")

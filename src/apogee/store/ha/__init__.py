@@ -1,2 +1,2 @@
 """Master/slave replication (RocketMQ 4.x HA): the wire protocol and the link's rules
-(``protocol``, pure), the master's HA port (``master``) and the slave's client (``slave``)."""
+(``protocol``, pure).  The sockets are the broker's (``apogee.broker.ha``)."""

@@ -21,7 +21,7 @@ from apogee.store.config import StoreConfig
 from apogee.store.ha.protocol import FrameReader, HALinkError, check_frame, encode_report
 from apogee.store.message_store import MessageStore
 
-log = logging.getLogger("apogee.store.ha")
+log = logging.getLogger("apogee.broker.ha")
 
 READ_SIZE = 256 * 1024
 RETRY_S = 1.0  # RocketMQ waits 5 s after a failed connect; Apogee retries sooner

@@ -17,7 +17,7 @@ from apogee.store.config import StoreConfig
 from apogee.store.ha.protocol import HALinkError, ReportReader, check_report, chunk_size, encode_header, start_offset
 from apogee.store.message_store import MessageStore
 
-log = logging.getLogger("apogee.store.ha")
+log = logging.getLogger("apogee.broker.ha")
 
 READ_SIZE = 64 * 1024
 
