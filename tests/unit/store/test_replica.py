@@ -14,6 +14,7 @@ from apogee.errors import StoreError
 from apogee.store import MessageStore
 from apogee.store.ha.protocol import check_frame, chunk_size, start_offset
 from apogee.store.results import PutStatus
+from tests.support.waiting import wait_until
 
 from .conftest import make_msg
 
@@ -95,3 +96,30 @@ async def test_bytes_that_do_not_continue_the_log_are_refused(open_store: Any) -
         slave.append_replica(5000, b"x")
     with pytest.raises(StoreError, match="overrun"):
         slave.append_replica(4104, b"x" * 4096)
+
+
+async def test_a_sync_flush_slave_dispatches_what_it_has_made_durable(tmp_path: Path) -> None:
+    from apogee.store import FlushDiskType, StoreConfig
+
+    def config(name: str) -> StoreConfig:
+        return StoreConfig(store_path_root_dir=str(tmp_path / name), flush_disk_type=FlushDiskType.SYNC_FLUSH,
+                           mapped_file_size_commitlog=4096, populate_ahead_bytes=0,
+                           clean_resource_interval_ms=3_600_000, max_hash_slot_num=16, max_index_num=32)
+
+    master, slave = MessageStore(config("m")), MessageStore(config("s"))
+    await master.start()
+    await slave.start()
+    slave.serve_as_slave()
+    try:
+        for i in range(30):
+            assert (await master.put_message(make_msg("T", 0, b"y" * 100 * (i % 5 + 1)))).status is PutStatus.PUT_OK
+            copy_new_bytes(master, slave, 1000)
+        # No explicit flush: appending asked for the fsync, and dispatch follows it.
+        await wait_until(lambda: slave.flushed_phy_offset == master.max_phy_offset, 5, "the slave's fsync")
+        await slave.wait_dispatched()
+        await master.wait_dispatched()
+        assert slave.flushed_phy_offset == slave.max_phy_offset == master.max_phy_offset
+        assert files(slave) == files(master) and queue(slave, "T", 0) == queue(master, "T", 0)
+    finally:
+        await slave.shutdown()
+        await master.shutdown()
