@@ -486,6 +486,8 @@ class CommitLog:
             files = self.mfq.files
             if len(files) == 1 and files[0].wrote == 0 and offset != files[0].start:
                 # An empty log (its first file made at start): it begins where the master's bytes do.
+                # Its pre-created successor would be a stray file beside the new start.
+                self.mfq.discard_preallocated()
                 empty = files.pop()
                 self.mfq.destroy_files([empty])
             mf = files[-1] if files else None

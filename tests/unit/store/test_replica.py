@@ -123,3 +123,12 @@ async def test_a_sync_flush_slave_dispatches_what_it_has_made_durable(tmp_path: 
     finally:
         await slave.shutdown()
         await master.shutdown()
+
+
+async def test_an_empty_slave_starting_at_a_later_file_leaves_no_stray_file(open_store: Any) -> None:
+    slave = await open_store(populate_ahead_bytes=0)
+    slave.serve_as_slave()
+    slave.append_replica(3 * 4096, b"\0" * 16)
+    await slave.io.run(lambda: None)  # the I/O thread has made whatever it was asked to
+    names = {p.name for p in slave.config.commitlog_dir.iterdir()}
+    assert names <= {"00000000000000012288", "00000000000000016384"}  # the file and its successor
