@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from apogee.common.config import rmq_key
 from apogee.common.constants import RMQ_SYS_TRACE_TOPIC
 from apogee.common.host import local_ip
+from apogee.errors import ConfigError
 
 
 class BrokerRole(enum.Enum):
@@ -92,6 +93,8 @@ class BrokerConfig:
     namesrv_addr: str = ""
     # The IP written into STOREHOST and registered with the NameServers; empty = detect.
     broker_ip1: str = field(default="", metadata=rmq_key("brokerIP1"))
+    # The IP of the HA address registered with NameServers (slaves connect there); empty = brokerIP1's.
+    broker_ip2: str = field(default="", metadata=rmq_key("brokerIP2"))
     listen_host: str = field(default="0.0.0.0", metadata=rmq_key("listenHost"))
     listen_port: int = 10911
     broker_permission: int = 6
@@ -134,8 +137,28 @@ class BrokerConfig:
     reject_transaction_message: bool = False
     # Replies (SEND_REPLY_MESSAGE) are stored in their topic too, after the push to the requester.
     store_reply_message_enable: bool = True
+    # Pull answers may send consumers to a slave (suggestWhichBrokerId) when this is set.
+    slave_read_enable: bool = False
     region_id: str = "DefaultRegion"
     trace_on: bool = True
+
+    def validate_role(self) -> None:
+        """RocketMQ's rule (BrokerStartup): a master is brokerId 0, a slave has an id > 0.
+
+        RocketMQ silently forces a master's id to 0; Apogee refuses it instead, so an operator
+        who meant a slave does not get a second master in the group."""
+        if self.broker_role is BrokerRole.SLAVE:
+            if self.broker_id <= 0:
+                raise ConfigError(f"Slave's brokerId must be > 0 (brokerRole=SLAVE, brokerId={self.broker_id})")
+        elif self.broker_id != 0:
+            raise ConfigError(
+                f"a master's brokerId must be 0 (brokerRole={self.broker_role.value}, brokerId={self.broker_id}); "
+                "set brokerRole=SLAVE for a slave"
+            )
+
+    @property
+    def is_slave(self) -> bool:
+        return self.broker_role is BrokerRole.SLAVE
 
     def namesrv_list(self) -> list[str]:
         return [a.strip() for a in self.namesrv_addr.replace(",", ";").split(";") if a.strip()]

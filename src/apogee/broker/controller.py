@@ -1,7 +1,8 @@
 """BrokerController: wiring and lifecycle of one broker.
 
-Start order: store (recovery happens here), tables, remoting server, NameServer
-registration, periodic tasks.  Stop order is the reverse, so that clients are told to go
+Start order: store (recovery happens here), tables, remoting server, the HA port (a
+master) or the HA client's store role (a slave), NameServer registration, the HA client,
+periodic tasks.  Stop order is the reverse, so that clients are told to go
 elsewhere (UNREGISTER_BROKER) before the socket closes, and every table is persisted before
 the store shuts down and removes its abort file.
 """
@@ -16,6 +17,8 @@ from pathlib import Path
 
 from apogee.broker.clients import ClientManager
 from apogee.broker.config import BrokerAddress, BrokerConfig, advertised_ip
+from apogee.broker.ha.master import HAMaster
+from apogee.broker.ha.slave import HASlave
 from apogee.broker.locks import RebalanceLockManager
 from apogee.broker.long_polling import PullRequestHoldService
 from apogee.broker.offsets import SEPARATOR as OFFSET_KEY_SEPARATOR
@@ -51,6 +54,7 @@ class BrokerController:
         store_config: StoreConfig,
         remoting: RemotingConfig | None = None,
     ) -> None:
+        config.validate_role()
         self.config = config
         self.store_config = store_config
         self.remoting_config = remoting or RemotingConfig()
@@ -127,6 +131,14 @@ class BrokerController:
         ):
             processor.register_with(self.dispatcher)
         self._tasks: list[asyncio.Task[None]] = []
+        # Replication: a master serves slaves on its HA port; a slave follows its master.
+        self.ha_master: HAMaster | None = None
+        self.ha_slave: HASlave | None = None
+        self._learnt_master_ha: str | None = None
+        if config.is_slave:
+            self.ha_slave = HASlave(self.store, store_config, self._master_ha_address)
+        else:
+            self.ha_master = HAMaster(self.store, store_config)
 
     # --- addresses ----------------------------------------------------------------------------
 
@@ -142,13 +154,19 @@ class BrokerController:
         # first): a client that still knows this address from before a crash must not pull
         # or query offsets from queue tables recovery is still rebuilding.
         await self.store.start()
+        if self.ha_slave is not None:
+            self.store.serve_as_slave()
         host, port = await self.server.start(self.config.listen_host, self.config.listen_port)
         self.address.bind(port)
         log.info("advertising %s to NameServers and in STOREHOST: %s", self.broker_addr, self.store_ip_reason)
+        ha_port = self.store_config.ha_listen_port or (port + 1 if self.config.listen_port else 0)
+        if self.ha_master is not None:
+            ha_port = await self.ha_master.start(self.config.listen_host, ha_port)
         self.store.add_arrival_listener(self._message_arrived)
         self.store.set_committed_offsets(self._committed_offsets)
-        self.schedule.start()
-        self.transactions.start()
+        if self.ha_slave is None:  # a slave writes nothing itself (RocketMQ starts these on masters only)
+            self.schedule.start()
+            self.transactions.start()
         namesrvs = self.config.namesrv_list()
         self.registrar = NamesrvRegistrar(
             self.outbound,
@@ -157,18 +175,32 @@ class BrokerController:
             broker_name=self.config.broker_name,
             broker_id=self.config.broker_id,
             broker_addr=self.broker_addr,
-            ha_addr=f"{self.address.ip}:{port + 1}",
+            ha_addr=f"{self.config.broker_ip2 or self.address.ip}:{ha_port}",
             timeout_ms=self.config.register_broker_timeout_ms,
             period_ms=self.config.register_name_server_period_ms,
             snapshot=self._topic_snapshot,
+            on_master=self._master_learnt if self.ha_slave is not None else None,
         )
         if namesrvs:
             accepted = await self.registrar.register_all()
             log.info("registered with %d of %d NameServers", accepted, len(namesrvs))
         self.registrar.start()
+        if self.ha_slave is not None:
+            self.ha_slave.start()
         self._tasks.append(asyncio.create_task(self._persist_loop()))
         self._tasks.append(asyncio.create_task(self._expire_clients_loop()))
         return host, port
+
+    def _master_ha_address(self) -> str | None:
+        """Where the slave's HA client connects: haMasterAddress, else what the NameServers said."""
+        return self.store_config.ha_master_address or self._learnt_master_ha
+
+    def _master_learnt(self, master_addr: str, ha_addr: str) -> None:
+        if ha_addr != self._learnt_master_ha:
+            log.info("master of %s is %s (HA address %s)", self.config.broker_name, master_addr, ha_addr)
+            self._learnt_master_ha = ha_addr
+            if self.ha_slave is not None:
+                self.ha_slave.address_known.set()
 
     def _topic_snapshot(self) -> tuple[DataVersion, dict[str, TopicConfigData]]:
         return self.topics.data_version, dict(self.topics.table)
@@ -183,6 +215,10 @@ class BrokerController:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self.ha_slave is not None:
+            await self.ha_slave.close()
+        if self.ha_master is not None:
+            await self.ha_master.close()
         self.long_polling.wake_all()
         await self.schedule.stop()
         await self.transactions.stop()

@@ -2,7 +2,8 @@
 
 At start, every ``registerNameServerPeriod`` (30 s) and whenever the topic table changes,
 the broker sends REGISTER_BROKER with its whole topic table to each NameServer in parallel;
-one unreachable NameServer never delays the others.  On clean shutdown it sends
+one unreachable NameServer never delays the others.  A slave (brokerId > 0) learns its
+master's HA address from the answer (``haServerAddr``, RocketMQ ``RegisterBrokerResult``).  On clean shutdown it sends
 UNREGISTER_BROKER so clients stop routing to it at once instead of after the 120 s expiry.
 """
 
@@ -19,7 +20,11 @@ from apogee.remoting.bodies.route import DataVersion, RegisterBrokerBody, TopicC
 from apogee.remoting.client import RemotingClient
 from apogee.remoting.codes import RequestCode, ResponseCode
 from apogee.remoting.command import RemotingCommand
-from apogee.remoting.headers.namesrv import RegisterBrokerRequestHeader, UnRegisterBrokerRequestHeader
+from apogee.remoting.headers.namesrv import (
+    RegisterBrokerRequestHeader,
+    RegisterBrokerResponseHeader,
+    UnRegisterBrokerRequestHeader,
+)
 
 log = logging.getLogger("apogee.broker.registration")
 
@@ -38,6 +43,7 @@ class NamesrvRegistrar:
         timeout_ms: int,
         period_ms: int,
         snapshot: Callable[[], tuple[DataVersion, dict[str, TopicConfigData]]],
+        on_master: Callable[[str, str], None] | None = None,
     ) -> None:
         self._client = client
         self.namesrv_addrs = namesrv_addrs
@@ -49,6 +55,8 @@ class NamesrvRegistrar:
         self._timeout_ms = timeout_ms
         self._period_ms = period_ms
         self._snapshot = snapshot
+        # A slave's: told (master address, master HA address) from each answer naming them.
+        self._on_master = on_master
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
 
@@ -80,6 +88,10 @@ class NamesrvRegistrar:
         if response.code != ResponseCode.SUCCESS:
             log.warning("NameServer %s refused registration: %s %s", addr, response.code, response.remark)
             return False
+        if self._on_master is not None:
+            answer = RegisterBrokerResponseHeader.decode(response.ext_fields)
+            if answer.ha_server_addr and answer.master_addr:
+                self._on_master(answer.master_addr, answer.ha_server_addr)
         return True
 
     def trigger(self) -> None:

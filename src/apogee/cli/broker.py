@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from apogee.broker.config import BrokerConfig
+from apogee.broker.config import BrokerConfig, BrokerRole
 from apogee.cli.serve import serve, setup_logging
 from apogee.cli.status import ExitStatus
 from apogee.common.config import apply, describe, load_file
@@ -52,6 +52,18 @@ def _print_config(*configs: object) -> None:
     help="IP clients use to reach this broker (brokerIP1); default: the --listen host when it is one address, "
     "else the first non-loopback IPv4 of this machine.",
 )
+@click.option("--broker-id", type=int, default=None, help="brokerId: 0 for a master, > 0 for a slave.")
+@click.option(
+    "--role", type=click.Choice([r.value for r in BrokerRole]), default=None,
+    help="brokerRole (default ASYNC_MASTER).",
+)
+@click.option(
+    "--ha-port", type=int, default=None, help="haListenPort, the master's replication port (default listen port + 1)."
+)
+@click.option(
+    "--ha-master", default=None, metavar="HOST:PORT",
+    help="haMasterAddress: a slave's master HA address (default: from the NameServer).",
+)
 @click.option("--print-config", "-p", is_flag=True, help="Print the effective configuration and exit.")
 @click.option("--log-level", default="INFO", show_default=True)
 def broker_command(
@@ -60,6 +72,10 @@ def broker_command(
     listen: str | None,
     store_dir: str | None,
     broker_ip: str | None,
+    broker_id: int | None,
+    role: str | None,
+    ha_port: int | None,
+    ha_master: str | None,
     print_config: bool,
     log_level: str,
 ) -> None:
@@ -69,6 +85,16 @@ def broker_command(
         broker, store, remoting, unknown = load_broker_conf(config_file)
         if listen:
             broker.listen_host, broker.listen_port = parse_listen(listen, 10911)
+        if broker_id is not None:
+            broker.broker_id = broker_id
+        if role is not None:
+            broker.broker_role = BrokerRole(role)
+        if ha_port is not None:
+            store.ha_listen_port = ha_port
+        if ha_master is not None:
+            store.ha_master_address = ha_master
+        broker.validate_role()
+        store.validate()
     except (ConfigError, ValueError) as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(ExitStatus.CONFIG)

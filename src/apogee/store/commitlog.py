@@ -56,6 +56,7 @@ from apogee.common.message_codec import (
     write_record,
 )
 from apogee.common.message_id import ip_bytes_cache, ip_to_bytes
+from apogee.errors import StoreError
 from apogee.store.config import StoreConfig
 from apogee.store.inner import InnerBatch, InnerMessage, PlainMessage
 from apogee.store.mapped_file import MappedFile
@@ -473,6 +474,76 @@ class CommitLog:
         self._populate_end = 0
         self._populate_mark = 0
         return mf
+
+    # --- replication (a slave's appends) -------------------------------------------------------
+
+    def append_replica(self, offset: int, data: bytes) -> None:
+        """Write the master's CommitLog bytes ``data`` at ``offset``, the slave's end (RocketMQ
+        ``CommitLog.appendData``): the slave's files become byte-identical to the master's,
+        EOF blanks included.  An empty CommitLog starts with the file holding ``offset``.
+        Raises StoreError when the bytes do not continue this log or do not fit its file."""
+        with self._lock:
+            files = self.mfq.files
+            if len(files) == 1 and files[0].wrote == 0 and offset != files[0].start:
+                # An empty log (its first file made at start): it begins where the master's bytes do.
+                # Its pre-created successor would be a stray file beside the new start.
+                self.mfq.discard_preallocated()
+                empty = files.pop()
+                self.mfq.destroy_files([empty])
+            mf = files[-1] if files else None
+            expected = mf.start + mf.wrote if mf is not None else offset - offset % self.file_size
+            if offset != expected:
+                raise StoreError(f"replicated bytes at {offset} do not continue the CommitLog at {expected}")
+            try:
+                if mf is None:
+                    mf = self._replica_file_locked(offset)
+                elif mf.wrote >= mf.size:
+                    mf = self._replica_file_locked(mf.end)
+            except OSError as exc:
+                self.no_space = exc.errno == errno.ENOSPC
+                raise StoreError(f"cannot create the CommitLog file for offset {offset}: {exc}") from exc
+            end = mf.wrote + len(data)
+            if end > mf.size:
+                raise StoreError(f"replicated bytes at {offset} ({len(data)}) overrun the file {mf.path.name}")
+            if end > self._populate_mark:
+                self._populate_ahead_locked(mf)
+            if end > mf.reserved and not self._reserve_locked(mf, end):
+                self.no_space = True
+                raise StoreError("no disk space for replicated CommitLog bytes")
+            mf.mm[mf.wrote : end] = data
+            mf.wrote = end
+
+    def _replica_file_locked(self, start: int) -> MappedFile:
+        mf = self.mfq.add_file(start)
+        self._populate_end = 0
+        self._populate_mark = 0
+        return mf
+
+    def complete_end(self, begin: int) -> int:
+        """The end of the last whole record (or EOF blank) from ``begin``, a record start: a
+        replica's bytes may stop inside a record, which dispatch must not read yet."""
+        pos = max(begin, self.mfq.min_offset)
+        while True:
+            mf = self.mfq.find(pos)
+            if mf is None:
+                return pos
+            rel = pos - mf.start
+            if rel >= mf.wrote:
+                if mf.wrote >= mf.size:
+                    pos = mf.end
+                    continue
+                return pos
+            if rel + 8 > mf.wrote:
+                return pos
+            total, magic = _BLANK.unpack_from(mf.mm, rel)
+            if magic == BLANK_MAGIC_CODE:
+                if mf.wrote < mf.size:
+                    return pos
+                pos = mf.end
+                continue
+            if total <= 0 or rel + total > mf.wrote:
+                return pos
+            pos += total
 
     # --- reads ---------------------------------------------------------------------------------
 

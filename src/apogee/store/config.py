@@ -109,6 +109,25 @@ class StoreConfig:
     populate_ahead_bytes: int = 32 * 1024 * 1024
     message_delay_level: str = DEFAULT_MESSAGE_DELAY_LEVEL
 
+    # --- master/slave replication (RocketMQ MessageStoreConfig, 4.9.8) ------------------------
+    # The master's HA port.  0 = listenPort + 1, which RocketMQ always uses (BrokerStartup
+    # overrides any configured value); Apogee honours a configured one.
+    ha_listen_port: int = 0
+    # A slave reports its max offset this often (and the master heartbeats an idle link).
+    ha_send_heartbeat_interval_ms: int = field(default=5000, metadata=rmq_key("haSendHeartbeatInterval"))
+    # A link silent this long is dropped (the master: nothing read; the slave: nothing reported).
+    ha_housekeeping_interval_ms: int = field(default=20_000, metadata=rmq_key("haHousekeepingInterval"))
+    # Most CommitLog bytes in one master -> slave frame.
+    ha_transfer_batch_size: int = 32 * 1024
+    # host:port of the master's HA port; empty = learnt from the NameServer's registration answer.
+    ha_master_address: str = ""
+    # SYNC_MASTER: a slave further behind than this many bytes counts as unavailable.
+    ha_slave_fallbehind_max: int = 256 * 1024 * 1024
+    # SYNC_MASTER: a send waits this long for a slave to hold its bytes (FLUSH_SLAVE_TIMEOUT after).
+    slave_timeout_ms: int = field(default=3000, metadata=rmq_key("slaveTimeout"))
+    # A slave answers OFFSET_MOVED corrections of pulls only when this is set.
+    offset_check_in_slave: bool = False
+
     # --- derived paths ----------------------------------------------------------------------
 
     @property
@@ -154,6 +173,12 @@ class StoreConfig:
             raise ConfigError("maxHashSlotNum must be >= 1 and maxIndexNum >= 2")
         if self.max_message_size < 1:
             raise ConfigError("maxMessageSize must be positive")
+        if not 0 <= self.ha_listen_port <= 65535:
+            raise ConfigError(f"haListenPort={self.ha_listen_port}: expected 0 (listenPort + 1) or a port")
+        if self.ha_transfer_batch_size < 1:
+            raise ConfigError("haTransferBatchSize must be positive")
+        if self.ha_send_heartbeat_interval_ms < 1 or self.ha_housekeeping_interval_ms < 1:
+            raise ConfigError("haSendHeartbeatInterval and haHousekeepingInterval must be positive")
         for part in self.delete_when.split(";"):
             if part.strip() and not (part.strip().isdigit() and 0 <= int(part) <= 23):
                 raise ConfigError(f"deleteWhen: {self.delete_when!r} is not a list of hours")

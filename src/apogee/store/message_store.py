@@ -112,6 +112,12 @@ class MessageStore:
         self._accepting = False
         self._io_failed = False
         self._lock_fd: int | None = None
+        # Replication: a slave's store takes only the master's bytes (append_replica);
+        # replica_end is the end of its last whole record, as far as dispatch may read.
+        self.slave = False
+        self.replica_end = 0
+        # Called once per loop turn that appended (the HA master wakes its senders).
+        self.on_appended: Callable[[], None] | None = None
 
     # --- lifecycle -----------------------------------------------------------------------------
 
@@ -140,6 +146,7 @@ class MessageStore:
             self._periodic = PeriodicFlush(self._loop, self.io, self.commitlog, self.config,
                                            on_flushed, on_error)
         self._running = True
+        self.replica_end = self.commitlog.max_offset
         await self.cleaner.check_disk()
         self._update_accepting()
         self._spawn(self._dispatch_loop(), "dispatch")
@@ -275,9 +282,36 @@ class MessageStore:
     # --- puts ---------------------------------------------------------------------------------
 
     def _update_accepting(self) -> None:
-        self._accepting = self._running and not self._io_failed and not self.cleaner.disk_full
+        self._accepting = self._running and not self._io_failed and not self.cleaner.disk_full and not self.slave
+
+    def serve_as_slave(self) -> None:
+        """From now on puts are refused (SLAVE_READ_ONLY) and only ``append_replica`` writes,
+        and dispatch stops at the last whole replicated record."""
+        self.slave = True
+        self._update_accepting()
+        self._dispatch_limit = self._replica_dispatch_limit  # type: ignore[method-assign]
+
+    def _replica_dispatch_limit(self) -> int:
+        limit = self.replica_end
+        return min(limit, self._flushed) if self.sync_flush else limit
+
+    def append_replica(self, offset: int, data: bytes) -> None:
+        """A slave writes the master's CommitLog bytes at its own end (see
+        ``CommitLog.append_replica``); ConsumeQueues and index follow from them by dispatch.
+        Raises StoreError when they do not continue this log."""
+        if not self._running or self._io_failed:
+            raise StoreError("the store is not running")
+        self.commitlog.append_replica(offset, data)
+        end = self.commitlog.complete_end(self.replica_end)
+        if end != self.replica_end:
+            self.replica_end = end
+            if self._group is not None:
+                self._group.request(end)
+            self._wake_dispatch_soon()
 
     def _refused(self) -> PutResult:
+        if self.slave and self._running:
+            return PutResult(PutStatus.SLAVE_READ_ONLY)
         if self._running and self.cleaner.disk_full:
             return PutResult(PutStatus.DISK_FULL)
         return PutResult(PutStatus.SERVICE_NOT_AVAILABLE)
@@ -343,6 +377,9 @@ class MessageStore:
 
     def _wake_dispatch(self) -> None:
         self._wake_pending = False
+        hook = self.on_appended
+        if hook is not None:
+            hook()
         # Dispatch right here when nothing else is dispatching and no file is needed: a held
         # pull is then answered in this loop turn rather than after the dispatch task's own
         # wake-up (two turns later).  Anything else goes to the task.
@@ -377,6 +414,8 @@ class MessageStore:
             self._group.resolve(durable)
         if durable > self._flushed:
             self._flushed = durable
+            if self.on_appended is not None:
+                self.on_appended()
             if store_ts > 0:
                 self.checkpoint.physic_msg_timestamp = store_ts
             if self.sync_flush and self._dispatch_event is not None:

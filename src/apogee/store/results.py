@@ -35,6 +35,10 @@ class PutStatus(enum.Enum):
     # Apogee: fsync failed.  The bytes may not be on disk; the store stops accepting writes
     # (RocketMQ swallowed such errors and still answered SEND_OK).
     FLUSH_DISK_FAILED = "FLUSH_DISK_FAILED"
+    # Apogee: the store is a slave's (brokerRole=SLAVE): only the master's bytes are written
+    # (RocketMQ answers SERVICE_NOT_AVAILABLE from checkStoreStatus; the same code, a remark
+    # that says why).
+    SLAVE_READ_ONLY = "SLAVE_READ_ONLY"
     UNKNOWN_ERROR = "UNKNOWN_ERROR"
 
     @property

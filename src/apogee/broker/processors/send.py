@@ -121,6 +121,11 @@ _STATUS_TO_CODE: dict[PutStatus, tuple[int, str | None]] = {
         ResponseCode.SYSTEM_ERROR,
         "flushing to disk failed on the broker; the message may not be durable and was not acknowledged",
     ),
+    PutStatus.SLAVE_READ_ONLY: (
+        ResponseCode.SERVICE_NOT_AVAILABLE,
+        "service not available now: this broker is a slave (brokerRole=SLAVE) and takes no messages; "
+        "send to its master (brokerId 0)",
+    ),
     PutStatus.UNKNOWN_ERROR: (ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR"),
 }
 

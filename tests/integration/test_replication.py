@@ -1,0 +1,169 @@
+"""Master/slave replication between real broker processes on loopback ports (issue 19).
+
+A master and two slaves of one broker group: one slave follows from the start, one starts
+after the first half of the messages.  Each slave's CommitLog files end byte-identical to
+the master's and its ConsumeQueues equal; a slave refuses sends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import struct
+from pathlib import Path
+
+import orjson
+
+from apogee.remoting.client import RemotingClient
+from apogee.remoting.codes import RequestCode, ResponseCode
+from apogee.remoting.command import RemotingCommand
+from tests.support.names import unique
+from tests.support.processes import ServerProcess, start_broker
+from tests.support.waiting import wait_until
+from tests.support.wire import send_request
+
+T = 5000
+FILE_SIZE = 1 << 20  # 1 MiB CommitLog files: the messages cross several
+GROUP = "brokerName=ha-a\nmappedFileSizeCommitLog=1048576\nhaSendHeartbeatInterval=1000\n"
+FIRST = 1500  # ~0.7 MiB: the late slave starts inside the master's first file ...
+SECOND = 4500  # ... which it would not hold otherwise (an empty slave starts at the master's last file)
+BODY = b"r" * 300
+
+
+async def runtime(client: RemotingClient, addr: str) -> dict[str, str]:
+    resp = await client.invoke(addr, RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO), T)
+    assert resp.code == ResponseCode.SUCCESS, resp.remark
+    table: dict[str, str] = orjson.loads(resp.body_bytes())["table"]
+    return table
+
+
+async def send_many(client: RemotingClient, addr: str, topic: str, first: int, count: int) -> None:
+    for start in range(first, first + count, 250):
+        answers = await asyncio.gather(*(
+            client.invoke(addr, send_request(topic, BODY, queue_id=i % 4, keys=f"k{i}", tags="TagA"), T)
+            for i in range(start, min(start + 250, first + count))
+        ))
+        assert all(a.code == ResponseCode.SUCCESS for a in answers), answers[0].remark
+
+
+async def wait_in_step(client: RemotingClient, master: ServerProcess, slave: ServerProcess) -> None:
+    """Master and slave have dispatched everything, and the slave holds all the master holds."""
+    target = (await runtime(client, master.addr))["commitLogMaxOffset"]
+
+    async def caught_up() -> bool:
+        info = await runtime(client, slave.addr)
+        if info["commitLogMaxOffset"] != target or info["dispatchBehindBytes"] != "0":
+            return False
+        return (await runtime(client, master.addr))["dispatchBehindBytes"] == "0"
+
+    await wait_until(caught_up, 30, f"slave {slave.addr} to reach the master's offset {target}", interval_s=0.05)
+
+
+def tree(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+async def test_slaves_hold_byte_identical_commitlogs_and_equal_queues(tmp_path: Path, namesrv: ServerProcess) -> None:
+    master = start_broker(namesrv.addr, tmp_path / "master", GROUP)
+    early = start_broker(namesrv.addr, tmp_path / "slave1", GROUP + "brokerRole=SLAVE\nbrokerId=1\n")
+    late: ServerProcess | None = None
+    client = RemotingClient()
+    topic = unique("Replicated")
+    try:
+        await send_many(client, master.addr, topic, 0, FIRST)
+        late = start_broker(namesrv.addr, tmp_path / "slave2", GROUP + "brokerRole=SLAVE\nbrokerId=2\n")
+        await send_many(client, master.addr, topic, FIRST, SECOND)
+        for slave in (early, late):
+            await wait_in_step(client, master, slave)
+        master_info = await runtime(client, master.addr)
+        assert int(master_info["commitLogMaxOffset"]) > 2 * FILE_SIZE  # the log crossed files
+        master_log = tree(tmp_path / "master" / "commitlog")
+        master_cq = tree(tmp_path / "master" / "consumequeue" / topic)
+        assert len(master_log) >= 3 and len(master_cq) == 4
+        for name in ("slave1", "slave2"):
+            assert tree(tmp_path / name / "commitlog") == master_log, name
+            assert tree(tmp_path / name / "consumequeue" / topic) == master_cq, name
+
+        refused = await client.invoke(early.addr, send_request(topic, b"no"), T)
+        assert refused.code == ResponseCode.SERVICE_NOT_AVAILABLE
+        assert "slave" in (refused.remark or "")
+    finally:
+        await client.close()
+        for server in (late, early, master):
+            if server is not None:
+                server.close()
+
+
+def ha_port(master: ServerProcess) -> int:
+    match = re.search(r"HA port listening on 127\.0\.0\.1:(\d+)", master.stderr())
+    assert match, master.stderr()
+    return int(match.group(1))
+
+
+async def closed_by_master(reader: asyncio.StreamReader, timeout_s: float) -> bool:
+    """True once the master has closed the link (EOF or reset) within ``timeout_s``."""
+    try:
+        while await asyncio.wait_for(reader.read(65536), timeout_s):
+            pass
+    except ConnectionError:
+        return True
+    return True
+
+
+async def test_bad_ha_peers_lose_only_their_own_link(tmp_path: Path, namesrv: ServerProcess) -> None:
+    conf = GROUP + "haHousekeepingInterval=1500\n"
+    master = start_broker(namesrv.addr, tmp_path / "master", conf)
+    slave = start_broker(namesrv.addr, tmp_path / "slave", conf + "brokerRole=SLAVE\nbrokerId=1\n")
+    client = RemotingClient()
+    topic = unique("Hostile")
+    try:
+        await send_many(client, master.addr, topic, 0, 200)
+        await wait_in_step(client, master, slave)
+        port = ha_port(master)
+        peers = [await asyncio.open_connection("127.0.0.1", port) for _ in range(4)]
+        (r_past, w_past), (r_neg, w_neg), (r_silent, _), (r_junk, w_junk) = peers
+        w_past.write(struct.pack(">q", 1 << 60))  # past the master's end
+        w_neg.write(b"\xff" * 8)  # a negative offset
+        for _ in range(1000):  # 1,000 malformed reports, the last one past the end
+            w_junk.write(b"\x7f\xee\xdd\xcc\xbb\xaa\x99\x88")
+        for _, writer in peers:
+            with contextlib.suppress(ConnectionError):  # the master may have closed it already
+                await writer.drain()
+        assert await closed_by_master(r_past, 10)
+        assert await closed_by_master(r_neg, 10)
+        assert await closed_by_master(r_junk, 10)
+        assert await closed_by_master(r_silent, 10)  # haHousekeepingInterval: nothing read for 1.5 s
+        for _, writer in peers:
+            writer.close()
+        assert "past the master's max offset" in master.stderr()
+        assert "haHousekeepingInterval" in master.stderr()
+        # The real slave kept its link and follows what is sent after.
+        await send_many(client, master.addr, topic, 200, 200)
+        await wait_in_step(client, master, slave)
+        assert tree(tmp_path / "slave" / "commitlog") == tree(tmp_path / "master" / "commitlog")
+    finally:
+        await client.close()
+        slave.close()
+        master.close()
+
+
+async def test_a_restarted_slave_resumes_from_its_own_store(tmp_path: Path, namesrv: ServerProcess) -> None:
+    master = start_broker(namesrv.addr, tmp_path / "master", GROUP)
+    slave_conf = GROUP + "brokerRole=SLAVE\nbrokerId=1\n"
+    slave = start_broker(namesrv.addr, tmp_path / "slave", slave_conf)
+    client = RemotingClient()
+    topic = unique("Resumed")
+    try:
+        await send_many(client, master.addr, topic, 0, 1000)
+        await wait_in_step(client, master, slave)
+        slave.close()
+        await send_many(client, master.addr, topic, 1000, 2000)  # into the next file
+        slave = start_broker(namesrv.addr, tmp_path / "slave", slave_conf)
+        await wait_in_step(client, master, slave)
+        assert tree(tmp_path / "slave" / "commitlog") == tree(tmp_path / "master" / "commitlog")
+        assert tree(tmp_path / "slave" / "consumequeue" / topic) == tree(tmp_path / "master" / "consumequeue" / topic)
+    finally:
+        await client.close()
+        slave.close()
+        master.close()
