@@ -12,6 +12,8 @@ changes nothing.
 from __future__ import annotations
 
 import logging
+import shutil
+import time
 from collections.abc import Callable
 
 import orjson
@@ -21,14 +23,29 @@ from apogee.broker.config import BrokerConfig
 from apogee.broker.offsets import ConsumerOffsetManager
 from apogee.broker.persistence import TableFile, TableWriter
 from apogee.broker.records import record_at
+from apogee.broker.stats import GROUP_GET_NUMS, BrokerStats
 from apogee.broker.subscriptions import SubscriptionGroupConfig, SubscriptionGroupManager, group_config_problem
 from apogee.broker.topics import TopicConfigManager, topic_config_problem
 from apogee.common.constants import SYSTEM_TOPIC_PREFIX
 from apogee.common.lenient_json import loads
 from apogee.errors import HeaderError
+from apogee.remoting.bodies.admin import (
+    ConsumeStats,
+    OffsetWrapper,
+    TopicOffset,
+    encode_runtime_info,
+    encode_topic_stats,
+)
 from apogee.remoting.bodies.heartbeat import QueueKey, encode_reset_offset_body
 from apogee.remoting.bodies.route import TopicConfigData
-from apogee.remoting.codes import VERSION_V3_0_7_SNAPSHOT, LanguageCode, RequestCode, ResponseCode
+from apogee.remoting.codes import (
+    CURRENT_VERSION,
+    CURRENT_VERSION_DESC,
+    VERSION_V3_0_7_SNAPSHOT,
+    LanguageCode,
+    RequestCode,
+    ResponseCode,
+)
 from apogee.remoting.command import RemotingCommand
 from apogee.remoting.connection import Connection
 from apogee.remoting.headers.consumer import (
@@ -71,8 +88,10 @@ class AdminProcessor:
         table_writer: TableWriter,
         delay_offsets: Callable[[], bytes],
         topics_changed: Callable[[], None],
+        stats: BrokerStats,
     ) -> None:
         self._config = config
+        self._stats = stats
         self._store = store
         self._topics = topics
         self._subscriptions = subscriptions
@@ -103,6 +122,7 @@ class AdminProcessor:
             RequestCode.DELETE_SUBSCRIPTIONGROUP: self.delete_group,
             RequestCode.GET_BROKER_RUNTIME_INFO: self.runtime_info,
             RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: self.reset_offset,
+            RequestCode.VIEW_BROKER_STATS_DATA: self.view_stats,
         }
         for code, handler in handlers.items():
             dispatcher.register(code, handler)
@@ -210,45 +230,56 @@ class AdminProcessor:
     def all_topic_config(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         return req.response(ResponseCode.SUCCESS, body=self._topics.encode())
 
+    def _last_store_time(self, topic: str, queue_id: int, offset: int) -> int:
+        """Store time of the message at ``offset`` (0 when there is none), as RocketMQ's
+        getMessageStoreTimeStamp."""
+        return max(0, self._store.get_message_store_timestamp(topic, queue_id, offset)) if offset >= 0 else 0
+
     def topic_stats(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+        """TopicStatsTable: min/max offset and last store time of every write queue."""
         topic = (req.ext_fields or {}).get("topic")
         if not topic:
             raise HeaderError("the custom field <topic> is null")
         config = self._topics.get(topic)
         if config is None:
             return req.response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
-        table = []
+        table: dict[QueueKey, TopicOffset] = {}
         for qid in range(config.write_queue_nums):
-            table.append(
-                {
-                    "mq": {"brokerName": self._config.broker_name, "queueId": qid, "topic": topic},
-                    "minOffset": self._store.get_min_offset_in_queue(topic, qid),
-                    "maxOffset": self._store.get_max_offset_in_queue(topic, qid),
-                    "lastUpdateTimestamp": 0,
-                }
+            low = max(0, self._store.get_min_offset_in_queue(topic, qid))
+            high = max(0, self._store.get_max_offset_in_queue(topic, qid))
+            table[QueueKey(topic, self._config.broker_name, qid)] = TopicOffset(
+                low, high, self._last_store_time(topic, qid, high - 1)
             )
-        return req.response(ResponseCode.SUCCESS, body=orjson.dumps({"offsetTable": table}))
+        return req.response(ResponseCode.SUCCESS, body=encode_topic_stats(table))
 
     def consume_stats(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+        """ConsumeStats of a group on one topic (or every topic it has offsets on): broker and
+        consumer offset, the store time of the last consumed message, and the group's pull TPS
+        over the last minute.  A topic the group's live consumers do not subscribe is left out."""
         ext = req.ext_fields or {}
         group = ext.get("consumerGroup")
         if not group:
             raise HeaderError("the custom field <consumerGroup> is null")
         topics = [ext["topic"]] if ext.get("topic") else sorted(self._offsets.topics_of_group(group))
-        table = []
+        info = self._clients.consumer_group(group)
+        table: dict[QueueKey, OffsetWrapper] = {}
+        tps = 0.0
         for topic in topics:
             config = self._topics.get(topic)
             if config is None:
                 continue
+            if info is not None and info.subscriptions and topic not in info.subscriptions:
+                continue
             for qid in range(config.read_queue_nums):
-                table.append(
-                    {
-                        "mq": {"brokerName": self._config.broker_name, "queueId": qid, "topic": topic},
-                        "brokerOffset": self._store.get_max_offset_in_queue(topic, qid),
-                        "consumerOffset": max(0, self._offsets.query(group, topic, qid)),
-                    }
+                consumer = max(0, self._offsets.query(group, topic, qid))
+                table[QueueKey(topic, self._config.broker_name, qid)] = OffsetWrapper(
+                    max(0, self._store.get_max_offset_in_queue(topic, qid)), consumer,
+                    self._last_store_time(topic, qid, consumer - 1),
                 )
-        return req.response(ResponseCode.SUCCESS, body=orjson.dumps({"consumeTps": 0.0, "offsetTable": table}))
+            item = self._stats.find(GROUP_GET_NUMS, f"{topic}@{group}")
+            if item is not None:
+                tps += item.snapshot(0).tps
+        return req.response(ResponseCode.SUCCESS, body=ConsumeStats(table, tps).encode())
 
     def consumer_connections(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         h = GetConsumerListByGroupRequestHeader.decode(req.ext_fields)
@@ -348,10 +379,61 @@ class AdminProcessor:
             conn.send(request)
 
     def runtime_info(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
-        table = {k: str(v) for k, v in self._store.runtime_info().items()}
-        table["brokerVersion"] = str(req.version)
+        """RocketMQ's prepareRuntimeInfo keys that Apogee can state truthfully (statistics,
+        store offsets, disk), beside Apogee's own store figures (``dispatchBehindBytes``,
+        ``tableWriteFailures`` ...).  Every value is a string, formatted as Java formats it."""
+        store = self._store
+        table = {k: _java_str(v) for k, v in store.runtime_info().items()}
+        table.update(self._stats.runtime_info(int(time.time() * 1000)))
+        table["brokerVersionDesc"] = CURRENT_VERSION_DESC
+        table["brokerVersion"] = str(CURRENT_VERSION)
+        table["earliestMessageTimeStamp"] = str(store.get_earliest_message_time())
+        root = self._store.config.root
+        try:
+            disk = shutil.disk_usage(root)
+        except OSError:
+            disk = None
+        if disk is not None:
+            used = (disk.total - disk.free) / disk.total if disk.total else -1.0
+            table["commitLogDiskRatio"] = repr(used)
+            table["consumeQueueDiskRatio"] = repr(used)
+            table["commitLogDirCapacity"] = (
+                f"Total : {human_bytes(disk.total)}, Free : {human_bytes(disk.free)}."
+            )
+        table["remainHowManyDataToFlush"] = human_bytes(max(0, store.max_phy_offset - store.flushed_phy_offset))
         # Table files (topics.json ...) whose writes failed, and the ones still behind.
         writer = self._table_writer
         table["tableWriteFailures"] = str(writer.failures)
         table["tablesUnsaved"] = ",".join(f.name for f in writer.files if f.dirty)
-        return req.response(ResponseCode.SUCCESS, body=orjson.dumps({"table": table}))
+        return req.response(ResponseCode.SUCCESS, body=encode_runtime_info(table))
+
+    def view_stats(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+        """VIEW_BROKER_STATS_DATA: one statistics item's minute, hour and day windows."""
+        ext = req.ext_fields or {}
+        name, key = ext.get("statsName"), ext.get("statsKey")
+        if not name or not key:
+            raise HeaderError("the custom fields <statsName> and <statsKey> are required")
+        item = self._stats.find(name, key)
+        if item is None:
+            return req.response(ResponseCode.SYSTEM_ERROR, f"The stats <{name}> <{key}> not exist")
+        body = {w: item.snapshot(i).to_json() for i, w in enumerate(("statsMinute", "statsHour", "statsDay"))}
+        return req.response(ResponseCode.SUCCESS, body=orjson.dumps(body))
+
+
+def _java_str(value: object) -> str:
+    """``String.valueOf`` of a Java value: booleans lower case."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def human_bytes(n: int) -> str:
+    """RocketMQ's MixAll.humanReadableByteCount(bytes, si=false): "512 B", "1.5 KiB"."""
+    if n < 1024:
+        return f"{n} B"
+    exp = 0
+    value = float(n)
+    while value >= 1024 and exp < 6:
+        value /= 1024
+        exp += 1
+    return f"{n / 1024 ** exp:.1f} {'KMGTPE'[exp - 1]}iB"

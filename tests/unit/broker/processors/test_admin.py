@@ -7,6 +7,7 @@ import asyncio
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -39,7 +40,7 @@ def processor(t: Tables) -> AdminProcessor:
     return AdminProcessor(
         config=t.config, store=t.store, topics=t.topics, subscriptions=t.subscriptions, offsets=t.offsets,
         clients=t.clients, table_writer=t.table_writer, delay_offsets=t.schedule.encode,
-        topics_changed=t.topics_changed,
+        topics_changed=t.topics_changed, stats=t.stats,
     )
 
 
@@ -171,8 +172,12 @@ async def test_topic_tables_and_stats(tables: Tables) -> None:
     answer = await answered(admin.all_topic_config, connection(), request(RequestCode.GET_ALL_TOPIC_CONFIG))
     assert "T" in orjson.loads(answer.body_bytes())["topicConfigTable"]
     answer = await answered(admin.topic_stats, connection(), request(RequestCode.GET_TOPIC_STATS_INFO, {"topic": "T"}))
-    table = orjson.loads(answer.body_bytes())["offsetTable"]
-    assert [(q["mq"]["queueId"], q["maxOffset"]) for q in table] == [(0, 2), (1, 0)]
+    # fastjson's TopicStatsTable: a map keyed by MessageQueue objects, fields in alphabetical order.
+    text = answer.body_bytes().decode()
+    assert text.startswith('{"offsetTable":{{"brokerName":"unit","queueId":0,"topic":"T"}:{"lastUpdateTimestamp":')
+    table = fastjson_queue_map(text, "offsetTable")
+    assert [(q["queueId"], v["minOffset"], v["maxOffset"]) for q, v in table] == [(0, 0, 2), (1, 0, 0)]
+    assert table[0][1]["lastUpdateTimestamp"] > 0 and table[1][1]["lastUpdateTimestamp"] == 0
     missing = await answered(admin.topic_stats, connection(), request(RequestCode.GET_TOPIC_STATS_INFO, {"topic": "X"}))
     assert missing.code == ResponseCode.TOPIC_NOT_EXIST
     no_header = await answered(admin.topic_stats, connection(), request(RequestCode.GET_TOPIC_STATS_INFO))
@@ -195,8 +200,11 @@ async def test_consume_stats_and_connections(tables: Tables) -> None:
     admin = processor(tables)
     answer = await answered(admin.consume_stats, connection(), request(RequestCode.GET_CONSUME_STATS,
                                                                       {"consumerGroup": "CG"}))
-    table = orjson.loads(answer.body_bytes())["offsetTable"]
-    assert [(q["brokerOffset"], q["consumerOffset"]) for q in table] == [(2, 1), (0, 0)]
+    text = answer.body_bytes().decode()
+    assert text.startswith('{"consumeTps":0.0,"offsetTable":{{"brokerName":"unit","queueId":0,"topic":"T"}:')
+    table = fastjson_queue_map(text, "offsetTable")
+    assert [(q["queueId"], v["brokerOffset"], v["consumerOffset"]) for q, v in table] == [(0, 2, 1), (1, 0, 0)]
+    assert table[0][1]["lastTimestamp"] > 0 and table[1][1]["lastTimestamp"] == 0
     no_group = await answered(admin.consume_stats, connection(), request(RequestCode.GET_CONSUME_STATS))
     assert no_group.code == ResponseCode.SYSTEM_ERROR
     header = GetConsumerListByGroupRequestHeader("CG").encode()
@@ -241,6 +249,32 @@ async def test_runtime_info_reports_the_store_and_the_table_writer(tables: Table
     answer = await answered(processor(tables).runtime_info, connection(), request(RequestCode.GET_BROKER_RUNTIME_INFO))
     table = orjson.loads(answer.body_bytes())["table"]
     assert table["tableWriteFailures"] == "0" and "dispatchBehindBytes" in table
+    assert all(isinstance(v, str) for v in table.values())
+    # What RocketMQ's tools parse: numbers with Long.parseLong, TPS as "tps10 tps60 tps600".
+    for key in ("msgPutTotalTodayNow", "msgGetTotalTodayNow", "msgPutTotalTodayMorning", "bootTimestamp",
+                "commitLogMaxOffset", "commitLogMinOffset", "dispatchBehindBytes", "earliestMessageTimeStamp",
+                "putMessageTimesTotal", "putMessageSizeTotal", "brokerVersion"):
+        assert int(table[key]) >= -1, key  # Long.parseLong; -1: no message yet, as Java says
+    assert table["brokerVersionDesc"] == "V4_9_8" and table["brokerVersion"] == "409"
+    assert len(table["getTotalTps"].split(" ")) == 3 and len(table["putTps"].split(" ")) == 3
+    assert float(table["putLatency99"]) >= 0 and float(table["commitLogDiskRatio"]) <= 1
+    assert table["commitLogDirCapacity"].startswith("Total : ")
+
+
+def fastjson_queue_map(text: str, field: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """Read ``field`` of a body as fastjson's parser does a ``Map<MessageQueue, V>``: a JSON
+    object whose keys are JSON objects.  Written here, apart from Apogee's own decoder."""
+    decoder = json.JSONDecoder()
+    start = text.index(f'"{field}":') + len(field) + 3
+    assert text[start] == "{", "fastjson's map parser expects an object"
+    pos, pairs = start + 1, []
+    while text[pos] != "}":
+        key, pos = decoder.raw_decode(text, pos)
+        assert text[pos] == ":"
+        value, pos = decoder.raw_decode(text, pos + 1)
+        pairs.append((key, value))
+        pos += text[pos] == ","
+    return pairs
 
 
 def reset(topic: str = "T", group: str = "CG", timestamp: int = 0, force: bool = True) -> RemotingCommand:

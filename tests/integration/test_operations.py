@@ -1,0 +1,147 @@
+"""A real broker answers the operations requests in the shapes RocketMQ 4.9.8's Java tools
+(mqadmin, Dashboard, rocketmq-exporter) parse: GET_BROKER_RUNTIME_INFO (28) with Java's keys
+and value formats, GET_TOPIC_STATS_INFO (202) and GET_CONSUME_STATS (208) as fastjson's
+MessageQueue-keyed maps, VIEW_BROKER_STATS_DATA (315); and its statistics count exactly what
+was sent and pulled."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import orjson
+import pytest
+
+from apogee.admin.client import AdminClient
+from apogee.errors import NoRouteError
+from apogee.remoting.client import RemotingClient
+from apogee.remoting.codes import RequestCode, ResponseCode
+from apogee.remoting.command import RemotingCommand
+from apogee.remoting.headers.consumer import UpdateConsumerOffsetRequestHeader
+from tests.support.names import unique
+from tests.support.processes import ServerProcess, start_broker, start_namesrv
+from tests.support.waiting import wait_until
+from tests.support.wire import pull_all, send_request, wait_dispatched
+
+T = 5000
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerProcess, ServerProcess]]:
+    base = tmp_path_factory.mktemp("ops")
+    namesrv = start_namesrv(base / "ns")
+    try:
+        broker = start_broker(namesrv.addr, base / "store", "brokerName=broker-ops\n")
+        yield namesrv, broker
+        broker.close()
+    finally:
+        namesrv.close()
+
+
+def java_queue_map(body: bytes, field: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """``field`` read as fastjson reads ``Map<MessageQueue, V>``: an object whose keys are
+    objects.  Standard JSON parsers refuse such text, so this walks it with the standard
+    decoder one key and one value at a time, apart from Apogee's own decoder."""
+    text = body.decode()
+    decoder = json.JSONDecoder()
+    pos = text.index(f'"{field}":') + len(field) + 3
+    assert text[pos] == "{"
+    pos += 1
+    pairs = []
+    while text[pos] != "}":
+        key, pos = decoder.raw_decode(text, pos)
+        assert isinstance(key, dict) and text[pos] == ":"
+        value, pos = decoder.raw_decode(text, pos + 1)
+        pairs.append((key, value))
+        pos += text[pos] == ","
+    return pairs
+
+
+async def test_answers_in_rocketmqs_shapes_and_exact_counts(cluster: tuple[ServerProcess, ServerProcess]) -> None:
+    namesrv, broker = cluster
+    topic, group = unique("OpsTopic"), unique("OpsGroup")
+    client = RemotingClient()
+    try:
+        async with AdminClient(namesrv.addr) as admin:
+            await admin.update_topic(topic, broker.addr, queues=2)
+
+            async def routed() -> bool:
+                try:
+                    return bool(await admin.masters(topic))
+                except NoRouteError:
+                    return False
+
+            await wait_until(routed, 10, f"a route for {topic}")
+            for i in range(7):
+                resp = await client.invoke(broker.addr, send_request(topic, b"x" * 10, queue_id=i % 2), T)
+                assert resp.code == ResponseCode.SUCCESS, resp.remark
+            await wait_dispatched(client, broker.addr, topic, 0, 4)
+            await wait_dispatched(client, broker.addr, topic, 1, 3)
+            assert len(await pull_all(client, broker.addr, topic, queues=2, group=group)) == 7
+            for qid, offset in ((0, 4), (1, 1)):
+                header = UpdateConsumerOffsetRequestHeader(group, topic, qid, offset).encode()
+                resp = await client.invoke(broker.addr, RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET,
+                                                                                 header), T)
+                assert resp.code == ResponseCode.SUCCESS
+
+            # 28: every value a string; Java's keys, parsed as the exporter parses them.
+            info = await admin.broker_runtime_info(broker.addr)
+            assert (info["msgPutTotalTodayNow"], info["msgGetTotalTodayNow"]) == ("7", "7")
+            assert info["putMessageSizeTotal"] == "70" and info["brokerVersionDesc"] == "V4_9_8"
+            for key in ("putTps", "getTransferedTps", "getTotalTps", "getFoundTps", "getMissTps"):
+                assert len(info[key].split(" ")) == 3, key
+            for key in ("msgPutTotalTodayMorning", "bootTimestamp", "commitLogMaxOffset", "dispatchBehindBytes",
+                        "earliestMessageTimeStamp", "putMessageEntireTimeMax"):
+                int(info[key])  # Long.parseLong
+            assert info["putMessageDistributeTime"].startswith("[<=0ms]:")
+            assert int(info["tableWriteFailures"]) == 0  # Apogee's own keys stay
+
+            # 202: the raw body as fastjson writes TopicStatsTable; the admin client reads it.
+            raw = await client.invoke(broker.addr, RemotingCommand.request(
+                RequestCode.GET_TOPIC_STATS_INFO, {"topic": topic}), T)
+            assert raw.body_bytes().startswith(b'{"offsetTable":{{"brokerName":"broker-ops","queueId":0,')
+            java = java_queue_map(raw.body_bytes(), "offsetTable")
+            assert [(k["queueId"], v["maxOffset"]) for k, v in java] == [(0, 4), (1, 3)]
+            assert all(v["lastUpdateTimestamp"] > 0 for _, v in java)
+            stats = await admin.topic_stats(topic)
+            assert sorted((q.queue_id, o.min_offset, o.max_offset) for q, o in stats.items()) == [(0, 0, 4), (1, 0, 3)]
+
+            # 208: ConsumeStats the same way.
+            raw = await client.invoke(broker.addr, RemotingCommand.request(
+                RequestCode.GET_CONSUME_STATS, {"consumerGroup": group, "topic": topic}), T)
+            java = java_queue_map(raw.body_bytes(), "offsetTable")
+            assert [(k["queueId"], v["brokerOffset"], v["consumerOffset"]) for k, v in java] == [(0, 4, 4), (1, 3, 1)]
+            assert java[1][1]["lastTimestamp"] > 0
+            with pytest.raises(orjson.JSONDecodeError):  # not standard JSON: why Java's parser is needed
+                orjson.loads(raw.body_bytes())
+            consume = await admin.consume_stats(group, topic)
+            lag = sum(w.broker_offset - w.consumer_offset for w in consume.offset_table.values())
+            assert lag == 2 and consume.consume_tps >= 0.0
+            resp = await client.invoke(broker.addr, RemotingCommand.request(
+                RequestCode.GET_TOPIC_STATS_INFO, {"topic": "NoSuchTopic"}), T)
+            assert (resp.code, resp.remark) == (ResponseCode.TOPIC_NOT_EXIST, "topic[NoSuchTopic] not exist")
+    finally:
+        await client.close()
+
+
+async def test_view_broker_stats_data(cluster: tuple[ServerProcess, ServerProcess]) -> None:
+    namesrv, broker = cluster
+    client = RemotingClient()
+    try:
+        resp = await client.invoke(broker.addr, send_request(unique("Stats"), b"abc"), T)
+        assert resp.code == ResponseCode.SUCCESS
+        ask = RemotingCommand.request(RequestCode.VIEW_BROKER_STATS_DATA,
+                                      {"statsName": "BROKER_PUT_NUMS", "statsKey": "DefaultCluster"})
+        resp = await client.invoke(broker.addr, ask, T)
+        assert resp.code == ResponseCode.SUCCESS, resp.remark
+        body = orjson.loads(resp.body_bytes())
+        assert set(body) == {"statsMinute", "statsHour", "statsDay"}
+        assert set(body["statsMinute"]) == {"sum", "tps", "avgpt"}
+        missing = RemotingCommand.request(RequestCode.VIEW_BROKER_STATS_DATA,
+                                          {"statsName": "TOPIC_PUT_NUMS", "statsKey": "NoSuchTopic"})
+        resp = await client.invoke(broker.addr, missing, T)
+        assert resp.code == ResponseCode.SYSTEM_ERROR
+        assert resp.remark == "The stats <TOPIC_PUT_NUMS> <NoSuchTopic> not exist"
+    finally:
+        await client.close()
