@@ -14,7 +14,9 @@ import orjson
 import pytest
 
 from apogee.admin.client import AdminClient
+from apogee.common.lenient_json import loads_keyed
 from apogee.errors import NoRouteError
+from apogee.remoting.bodies.heartbeat import HeartbeatData
 from apogee.remoting.client import RemotingClient
 from apogee.remoting.codes import RequestCode, ResponseCode
 from apogee.remoting.command import RemotingCommand
@@ -143,5 +145,73 @@ async def test_view_broker_stats_data(cluster: tuple[ServerProcess, ServerProces
         resp = await client.invoke(broker.addr, missing, T)
         assert resp.code == ResponseCode.SYSTEM_ERROR
         assert resp.remark == "The stats <TOPIC_PUT_NUMS> <NoSuchTopic> not exist"
+    finally:
+        await client.close()
+
+
+async def _call(client: RemotingClient, addr: str, code: int, ext: dict[str, str] | None = None,
+                body: bytes | None = None) -> RemotingCommand:
+    return await client.invoke(addr, RemotingCommand.request(code, ext or {}, body), T)
+
+
+async def test_admin_codes_mqadmin_and_the_dashboard_use(cluster: tuple[ServerProcess, ServerProcess]) -> None:
+    """26, 204, 300, 305, 317 and 321 answer with RocketMQ's bodies and errors."""
+    _, broker = cluster
+    topic, group, producer = unique("AdmTopic"), unique("AdmGroup"), unique("AdmProducer")
+    client = RemotingClient()
+    try:
+        # 305: TopicValidator's system topics and the broker's own names.
+        resp = await _call(client, broker.addr, RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER)
+        topics = orjson.loads(resp.body_bytes())["topicList"]
+        assert {"TBW102", "SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRACE_TOPIC", "broker-ops", "DefaultCluster"} <= set(topics)
+
+        # 26: key=value lines under RocketMQ's names, and the data version header.
+        resp = await _call(client, broker.addr, RequestCode.GET_BROKER_CONFIG)
+        lines = resp.body_bytes().decode().splitlines()
+        assert "brokerName=broker-ops" in lines and "flushDiskType=ASYNC_FLUSH" in lines
+        assert "autoCreateTopicEnable=true" in lines and all("=" in line for line in lines)
+        assert set(orjson.loads((resp.ext_fields or {})["version"])) == {"counter", "timestamp"}
+
+        # 204: a producer group known from a heartbeat; an unknown one is an error.
+        heartbeat = HeartbeatData("ops-client@1", [producer], []).encode()
+        assert (await _call(client, broker.addr, RequestCode.HEART_BEAT, body=heartbeat)).code == ResponseCode.SUCCESS
+        resp = await _call(client, broker.addr, RequestCode.GET_PRODUCER_CONNECTION_LIST, {"producerGroup": producer})
+        (conn,) = orjson.loads(resp.body_bytes())["connectionSet"]
+        assert conn["clientId"] == "ops-client@1" and conn["language"] == "PYTHON"
+        assert conn["clientAddr"].startswith("127.0.0.1:")
+        resp = await _call(client, broker.addr, RequestCode.GET_PRODUCER_CONNECTION_LIST, {"producerGroup": "NoSuch"})
+        assert (resp.code, resp.remark) == (ResponseCode.SYSTEM_ERROR, "the producer group[NoSuch] not exist")
+
+        # 300 and 317 for a group with offsets on the topic; 321 reads the topic's ConsumeQueue.
+        for _ in range(3):
+            resp = await client.invoke(broker.addr, send_request(topic, b"y"), T)
+            assert resp.code == ResponseCode.SUCCESS
+        await wait_dispatched(client, broker.addr, topic, 0, 3)
+        group_body = orjson.dumps({"groupName": group, "consumeEnable": True, "retryMaxTimes": 16})
+        resp = await _call(client, broker.addr, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=group_body)
+        assert resp.code == ResponseCode.SUCCESS, resp.remark
+        header = UpdateConsumerOffsetRequestHeader(group, topic, 0, 1).encode()
+        assert (await _call(client, broker.addr, RequestCode.UPDATE_CONSUMER_OFFSET, header)).code == 0
+        resp = await _call(client, broker.addr, RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, {"topic": topic})
+        assert orjson.loads(resp.body_bytes()) == {"groupList": [group]}
+
+        resp = await _call(client, broker.addr, RequestCode.GET_BROKER_CONSUME_STATS, {"isOrder": "false"})
+        body = resp.body_bytes()
+        assert b'"offsetTable":{{"brokerName":"broker-ops"' in body  # fastjson's MessageQueue keys
+        parsed = loads_keyed(body)
+        (ours,) = [entry[group] for entry in parsed["consumeStatsList"] if group in entry]
+        (stats,) = ours
+        offsets = {k["queueId"]: (v["brokerOffset"], v["consumerOffset"]) for k, v in stats["offsetTable"]}
+        assert offsets[0] == (3, 1) and parsed["totalDiff"] >= 2
+
+        ask = {"topic": topic, "queueId": "0", "index": "1", "count": "5", "consumerGroup": group}
+        resp = await _call(client, broker.addr, RequestCode.QUERY_CONSUME_QUEUE, ask)
+        cq = orjson.loads(resp.body_bytes())
+        assert (cq["minQueueIndex"], cq["maxQueueIndex"], len(cq["queueData"])) == (0, 3, 2)
+        assert cq["queueData"][0]["physicOffset"] < cq["queueData"][1]["physicOffset"]
+        assert cq["filterData"] == f"{group}@{topic} is not online!"
+        missing = dict(ask, queueId="7")
+        resp = await _call(client, broker.addr, RequestCode.QUERY_CONSUME_QUEUE, missing)
+        assert (resp.code, resp.remark) == (ResponseCode.SYSTEM_ERROR, f"7@{topic} is not exist!")
     finally:
         await client.close()

@@ -110,6 +110,16 @@ class ConsumeStats:
         return cls(table, float(obj.get("consumeTps") or 0.0))
 
 
+def encode_broker_consume_stats(groups: list[dict[str, list[ConsumeStats]]], total_diff: int) -> bytes:
+    """ConsumeStatsList (GET_BROKER_CONSUME_STATS): ``consumeStatsList`` is a list of
+    ``{group: [ConsumeStats, ...]}``; brokerAddr is filled by the tool."""
+    parts = []
+    for entry in groups:
+        ((group, stats),) = entry.items()
+        parts.append(b"{" + orjson.dumps(group) + b":[" + b",".join(s.encode() for s in stats) + b"]}")
+    return b'{"consumeStatsList":[' + b",".join(parts) + b'],"totalDiff":' + str(total_diff).encode() + b"}"
+
+
 def encode_runtime_info(table: dict[str, str]) -> bytes:
     """KVTable: ``{"table": {key: value}}``, every value a string as Java's tools expect."""
     return orjson.dumps({"table": table})
