@@ -233,6 +233,7 @@ class AdminProcessor:
             )
         self._topics.delete(h.topic)
         self._offsets.remove_topic(h.topic)
+        self._stats.forget_topic(h.topic)
         self._topics_changed()
         answer = await self._saved(req, self._topics.file)
         return answer if answer.code != ResponseCode.SUCCESS else await self._saved(req, self._offsets.file)
