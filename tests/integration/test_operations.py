@@ -7,6 +7,8 @@ was sent and pulled."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -215,3 +217,37 @@ async def test_admin_codes_mqadmin_and_the_dashboard_use(cluster: tuple[ServerPr
         assert (resp.code, resp.remark) == (ResponseCode.SYSTEM_ERROR, f"7@{topic} is not exist!")
     finally:
         await client.close()
+
+
+def _apogee_admin(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "apogee", "admin", *args], capture_output=True, text=True, timeout=60)
+
+
+async def test_broker_status_and_topic_status_commands(cluster: tuple[ServerProcess, ServerProcess]) -> None:
+    namesrv, broker = cluster
+    topic = unique("CliTopic")
+    async with AdminClient(namesrv.addr) as admin:
+        await admin.update_topic(topic, broker.addr, queues=1)
+
+        async def routed() -> bool:
+            try:
+                return bool(await admin.masters(topic))
+            except NoRouteError:
+                return False
+
+        await wait_until(routed, 10, f"a route for {topic}")
+    client = RemotingClient()
+    try:
+        assert (await client.invoke(broker.addr, send_request(topic, b"z"), T)).code == ResponseCode.SUCCESS
+        await wait_dispatched(client, broker.addr, topic, 0, 1)
+    finally:
+        await client.close()
+    status = _apogee_admin("broker-status", "-n", namesrv.addr, "-b", broker.addr)
+    assert status.returncode == 0, status.stderr
+    assert "msgPutTotalTodayNow" in status.stdout and "brokerVersionDesc" in status.stdout
+    stats = _apogee_admin("topic-status", "-n", namesrv.addr, "-t", topic)
+    assert stats.returncode == 0, stats.stderr
+    row = next(line for line in stats.stdout.splitlines() if "broker-ops" in line)
+    assert [cell.strip() for cell in row.strip("│┃ ").split("│")][:4] == ["broker-ops", "0", "0", "1"]
+    missing = _apogee_admin("topic-status", "-n", namesrv.addr, "-t", "NoSuchTopic_ops")
+    assert missing.returncode != 0 and missing.stderr.startswith("error:")
