@@ -251,3 +251,21 @@ async def test_broker_status_and_topic_status_commands(cluster: tuple[ServerProc
     assert [cell.strip() for cell in row.strip("│┃ ").split("│")][:4] == ["broker-ops", "0", "0", "1"]
     missing = _apogee_admin("topic-status", "-n", namesrv.addr, "-t", "NoSuchTopic_ops")
     assert missing.returncode != 0 and missing.stderr.startswith("error:")
+
+
+async def test_a_deleted_topic_made_again_starts_empty(cluster: tuple[ServerProcess, ServerProcess]) -> None:
+    _, broker = cluster
+    topic = unique("Reborn")
+    client = RemotingClient()
+    try:
+        for _ in range(3):
+            assert (await client.invoke(broker.addr, send_request(topic, b"old"), T)).code == ResponseCode.SUCCESS
+        await wait_dispatched(client, broker.addr, topic, 0, 3)
+        resp = await _call(client, broker.addr, RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": topic})
+        assert resp.code == ResponseCode.SUCCESS, resp.remark
+        resp = await client.invoke(broker.addr, send_request(topic, b"new"), T)
+        assert resp.code == ResponseCode.SUCCESS and (resp.ext_fields or {})["queueOffset"] == "0"
+        await wait_dispatched(client, broker.addr, topic, 0, 1)
+        assert [m.body for m in await pull_all(client, broker.addr, topic, queues=1)] == [b"new"]
+    finally:
+        await client.close()

@@ -234,6 +234,8 @@ class AdminProcessor:
         self._topics.delete(h.topic)
         self._offsets.remove_topic(h.topic)
         self._stats.forget_topic(h.topic)
+        removed = await self._store.delete_topic(h.topic)
+        log.info("deleted topic %s: %d ConsumeQueues removed", h.topic, removed)
         self._topics_changed()
         answer = await self._saved(req, self._topics.file)
         return answer if answer.code != ResponseCode.SUCCESS else await self._saved(req, self._offsets.file)

@@ -153,13 +153,22 @@ async def test_topic_creation_refusals_change_nothing(tables: Tables, req: Remot
     assert tables.topics.table == before and not tables.topic_changes
 
 
-async def test_deleting_a_topic_drops_its_offsets_too(tables: Tables) -> None:
-    tables.topics.put(TopicConfigData("Old", 1, 1))
+async def test_deleting_a_topic_drops_its_offsets_and_consume_queues_too(tables: Tables) -> None:
+    await stored(tables, 3, topic="Old")
     tables.offsets.commit("CG", "Old", 0, 4)
+    cq_dir = tables.store_config.consume_queue_dir / "Old"
+    assert cq_dir.is_dir() and tables.store.get_max_offset_in_queue("Old", 0) == 3
     admin = processor(tables)
     delete = request(RequestCode.DELETE_TOPIC_IN_BROKER, DeleteTopicRequestHeader("Old").encode())
     assert (await answered(admin.delete_topic, connection(), delete)).code == ResponseCode.SUCCESS
     assert tables.topics.get("Old") is None and tables.offsets.query("CG", "Old", 0) < 0
+    # As RocketMQ's cleanUnusedTopic: the queues and their files are gone, so the topic made
+    # again starts empty at offset 0.
+    assert not cq_dir.exists() and tables.store.get_max_offset_in_queue("Old", 0) == 0
+    again = await tables.store.put_message(InnerMessage(topic="Old", queue_id=0, body=b"new",
+                                                        store_host=tables.address.store_host))
+    assert again.ok and again.logics_offset == 0
+    assert [m.body for m in await tables.messages("Old")] == [b"new"]
     tables.topics.put(TopicConfigData("rmq_sys_own", 1, 1))
     system = request(RequestCode.DELETE_TOPIC_IN_BROKER, DeleteTopicRequestHeader("rmq_sys_own").encode())
     answer = await answered(admin.delete_topic, connection(), system)
