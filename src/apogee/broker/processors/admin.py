@@ -11,7 +11,6 @@ changes nothing.
 
 from __future__ import annotations
 
-import enum
 import logging
 import shutil
 import time
@@ -27,7 +26,7 @@ from apogee.broker.records import record_at
 from apogee.broker.stats import GROUP_GET_NUMS, BrokerStats
 from apogee.broker.subscriptions import SubscriptionGroupConfig, SubscriptionGroupManager, group_config_problem
 from apogee.broker.topics import TopicConfigManager, topic_config_problem
-from apogee.common.config import key_map
+from apogee.common.config import describe
 from apogee.common.constants import SYSTEM_TOPIC_PREFIX, SYSTEM_TOPICS
 from apogee.common.lenient_json import loads
 from apogee.errors import HeaderError
@@ -364,7 +363,8 @@ class AdminProcessor:
     def broker_config(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         """Every broker and store setting as ``key=value`` lines (RocketMQ's property names),
         and the configuration's data version in the ``version`` header."""
-        lines = config_lines(self._config) + config_lines(self._store.config)
+        lines = [f"{key}={value}\n" for config in (self._config, self._store.config)
+                 for key, value in describe(config) if value is not None]
         version = orjson.dumps({"counter": 0, "timestamp": self._stats.boot_ms}).decode()
         return req.response(ResponseCode.SUCCESS, body="".join(sorted(lines)).encode(), ext_fields={"version": version})
 
@@ -528,24 +528,6 @@ def _connection_json(ch: ClientChannel) -> dict[str, object]:
         language = ch.language
     host, port = getattr(ch.conn, "peer", ("", 0))
     return {"clientAddr": f"{host}:{port}", "clientId": ch.client_id, "language": language, "version": ch.version}
-
-
-def config_lines(config: object) -> list[str]:
-    """``key=value\n`` for every field of a config dataclass, under RocketMQ's names and in
-    Java's spelling (booleans lower case, enums by name); unset values left out."""
-    lines = []
-    for key, f in key_map(type(config)).items():
-        value = getattr(config, f.name)
-        if value is None:
-            continue
-        if isinstance(value, bool):
-            text = "true" if value else "false"
-        elif isinstance(value, enum.Enum):
-            text = value.name
-        else:
-            text = str(value)
-        lines.append(f"{key}={text}\n")
-    return lines
 
 
 def _java_str(value: object) -> str:
