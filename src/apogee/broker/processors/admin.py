@@ -27,7 +27,7 @@ from apogee.broker.stats import GROUP_GET_NUMS, BrokerStats
 from apogee.broker.subscriptions import SubscriptionGroupConfig, SubscriptionGroupManager, group_config_problem
 from apogee.broker.topics import TopicConfigManager, topic_config_problem
 from apogee.common.config import describe
-from apogee.common.constants import SYSTEM_TOPIC_PREFIX, SYSTEM_TOPICS
+from apogee.common.constants import SCHEDULE_TOPIC, SYSTEM_TOPIC_PREFIX, SYSTEM_TOPICS
 from apogee.common.lenient_json import loads
 from apogee.errors import HeaderError
 from apogee.remoting.bodies.admin import (
@@ -132,6 +132,7 @@ class AdminProcessor:
             RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER: self.system_topics,
             RequestCode.GET_BROKER_CONSUME_STATS: self.broker_consume_stats,
             RequestCode.QUERY_CONSUME_QUEUE: self.query_consume_queue,
+            RequestCode.CLEAN_UNUSED_TOPIC: self.clean_unused_topics,
         }
         for code, handler in handlers.items():
             dispatcher.register(code, handler)
@@ -238,6 +239,16 @@ class AdminProcessor:
         self._topics_changed()
         answer = await self._saved(req, self._topics.file)
         return answer if answer.code != ResponseCode.SUCCESS else await self._saved(req, self._offsets.file)
+
+    async def clean_unused_topics(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+        """CLEAN_UNUSED_TOPIC (mqadmin cleanUnusedTopic): remove the ConsumeQueues of every
+        topic the topic table no longer holds, except the schedule topic (RocketMQ's
+        cleanUnusedTopic)."""
+        unused = {topic for topic, _ in self._store.consume_queues.queues} - set(self._topics.table) - {SCHEDULE_TOPIC}
+        for topic in sorted(unused):
+            removed = await self._store.delete_topic(topic)
+            log.info("cleaned unused topic %s: %d ConsumeQueues removed", topic, removed)
+        return req.response(ResponseCode.SUCCESS)
 
     def all_topic_config(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         return req.response(ResponseCode.SUCCESS, body=self._topics.encode())

@@ -175,6 +175,18 @@ async def test_deleting_a_topic_drops_its_offsets_and_consume_queues_too(tables:
     assert answer.code == ResponseCode.SYSTEM_ERROR and tables.topics.get("rmq_sys_own") is not None
 
 
+async def test_clean_unused_topic_removes_queues_of_topics_no_longer_configured(tables: Tables) -> None:
+    await stored(tables, 2, topic="Gone")
+    await stored(tables, 1, topic="Kept")
+    del tables.topics.table["Gone"]  # as after a delete whose queue removal was lost
+    clean = request(RequestCode.CLEAN_UNUSED_TOPIC)
+    answer = await answered(processor(tables).clean_unused_topics, connection(), clean)
+    assert answer.code == ResponseCode.SUCCESS
+    assert tables.store.consume_queues.get("Gone", 0) is None
+    assert not (tables.store_config.consume_queue_dir / "Gone").exists()
+    assert tables.store.get_max_offset_in_queue("Kept", 0) == 1
+
+
 async def test_topic_tables_and_stats(tables: Tables) -> None:
     await stored(tables, 2)
     admin = processor(tables)
