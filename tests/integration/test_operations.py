@@ -212,8 +212,9 @@ async def test_admin_codes_mqadmin_and_the_dashboard_use(cluster: tuple[ServerPr
         assert (cq["minQueueIndex"], cq["maxQueueIndex"], len(cq["queueData"])) == (0, 3, 2)
         assert cq["queueData"][0]["physicOffset"] < cq["queueData"][1]["physicOffset"]
         assert cq["filterData"] == f"{group}@{topic} is not online!"
-        # 316 keeps every configured topic's queues.
+        # 316 keeps every configured topic's queues; 329 deletes nothing unexpired.
         assert (await _call(client, broker.addr, RequestCode.CLEAN_UNUSED_TOPIC)).code == ResponseCode.SUCCESS
+        assert (await _call(client, broker.addr, RequestCode.DELETE_EXPIRED_COMMITLOG)).code == ResponseCode.SUCCESS
         resp = await _call(client, broker.addr, RequestCode.QUERY_CONSUME_QUEUE, ask)
         assert orjson.loads(resp.body_bytes())["maxQueueIndex"] == 3
         missing = dict(ask, queueId="7")

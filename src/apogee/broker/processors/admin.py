@@ -133,6 +133,7 @@ class AdminProcessor:
             RequestCode.GET_BROKER_CONSUME_STATS: self.broker_consume_stats,
             RequestCode.QUERY_CONSUME_QUEUE: self.query_consume_queue,
             RequestCode.CLEAN_UNUSED_TOPIC: self.clean_unused_topics,
+            RequestCode.DELETE_EXPIRED_COMMITLOG: self.delete_expired_commitlog,
         }
         for code, handler in handlers.items():
             dispatcher.register(code, handler)
@@ -248,6 +249,14 @@ class AdminProcessor:
         for topic in sorted(unused):
             removed = await self._store.delete_topic(topic)
             log.info("cleaned unused topic %s: %d ConsumeQueues removed", topic, removed)
+        return req.response(ResponseCode.SUCCESS)
+
+    def delete_expired_commitlog(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+        """DELETE_EXPIRED_COMMITLOG (mqadmin deleteExpiredCommitLog): the cleaner deletes
+        expired CommitLog files on its next passes whatever the hour (RocketMQ's
+        executeDeleteFilesManually)."""
+        self._store.request_delete_files()
+        log.info("expired CommitLog files to be deleted at once, asked by %s", getattr(conn, "peer", "?"))
         return req.response(ResponseCode.SUCCESS)
 
     def all_topic_config(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
