@@ -181,6 +181,10 @@ async def test_admin_codes_mqadmin_and_the_dashboard_use(cluster: tuple[ServerPr
         (conn,) = orjson.loads(resp.body_bytes())["connectionSet"]
         assert conn["clientId"] == "ops-client@1" and conn["language"] == "PYTHON"
         assert conn["clientAddr"].startswith("127.0.0.1:")
+        resp = await _call(client, broker.addr, RequestCode.GET_ALL_PRODUCER_INFO)
+        (info,) = orjson.loads(resp.body_bytes())["data"][producer]
+        assert (info["clientId"], info["language"]) == ("ops-client@1", "PYTHON")
+        assert info["remoteIP"].startswith("/127.0.0.1:") and info["lastUpdateTimestamp"] > 0
         resp = await _call(client, broker.addr, RequestCode.GET_PRODUCER_CONNECTION_LIST, {"producerGroup": "NoSuch"})
         assert (resp.code, resp.remark) == (ResponseCode.SYSTEM_ERROR, "the producer group[NoSuch] not exist")
 
