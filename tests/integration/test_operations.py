@@ -278,3 +278,16 @@ async def test_a_deleted_topic_made_again_starts_empty(cluster: tuple[ServerProc
         assert [m.body for m in await pull_all(client, broker.addr, topic, queues=1)] == [b"new"]
     finally:
         await client.close()
+
+
+async def test_get_namesrv_config(cluster: tuple[ServerProcess, ServerProcess]) -> None:
+    namesrv, _ = cluster
+    client = RemotingClient()
+    try:
+        resp = await _call(client, namesrv.addr, RequestCode.GET_NAMESRV_CONFIG)
+        assert resp.code == ResponseCode.SUCCESS
+        lines = resp.body_bytes().decode().splitlines()
+        assert "listenHost=127.0.0.1" in lines and "orderMessageEnable=false" in lines
+        assert any(line.startswith("rocketmqHome=") for line in lines) and all("=" in line for line in lines)
+    finally:
+        await client.close()

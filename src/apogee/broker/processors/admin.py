@@ -26,7 +26,7 @@ from apogee.broker.records import record_at
 from apogee.broker.stats import GROUP_GET_NUMS, BrokerStats
 from apogee.broker.subscriptions import SubscriptionGroupConfig, SubscriptionGroupManager, group_config_problem
 from apogee.broker.topics import TopicConfigManager, topic_config_problem
-from apogee.common.config import describe
+from apogee.common.config import properties_text
 from apogee.common.constants import SCHEDULE_TOPIC, SYSTEM_TOPIC_PREFIX, SYSTEM_TOPICS
 from apogee.common.lenient_json import loads
 from apogee.errors import HeaderError
@@ -398,10 +398,9 @@ class AdminProcessor:
     def broker_config(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         """Every broker and store setting as ``key=value`` lines (RocketMQ's property names),
         and the configuration's data version in the ``version`` header."""
-        lines = [f"{key}={value}\n" for config in (self._config, self._store.config)
-                 for key, value in describe(config) if value is not None]
+        text = properties_text(self._config, self._store.config)
         version = orjson.dumps({"counter": 0, "timestamp": self._stats.boot_ms}).decode()
-        return req.response(ResponseCode.SUCCESS, body="".join(sorted(lines)).encode(), ext_fields={"version": version})
+        return req.response(ResponseCode.SUCCESS, body=text.encode(), ext_fields={"version": version})
 
     def query_consume_queue(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         """QUERY_CONSUME_QUEUE (mqadmin queryCq): ``count`` raw entries of one ConsumeQueue from
