@@ -16,8 +16,8 @@ import orjson
 import pytest
 
 from apogee.admin.client import AdminClient
+from apogee.cli.admin.topics import wait_for_route
 from apogee.common.lenient_json import loads_keyed
-from apogee.errors import NoRouteError
 from apogee.remoting.bodies.heartbeat import HeartbeatData
 from apogee.remoting.client import RemotingClient
 from apogee.remoting.codes import RequestCode, ResponseCode
@@ -25,7 +25,6 @@ from apogee.remoting.command import RemotingCommand
 from apogee.remoting.headers.consumer import UpdateConsumerOffsetRequestHeader
 from tests.support.names import unique
 from tests.support.processes import ServerProcess, start_broker, start_namesrv
-from tests.support.waiting import wait_until
 from tests.support.wire import pull_all, send_request, wait_dispatched
 
 T = 5000
@@ -69,14 +68,7 @@ async def test_answers_in_rocketmqs_shapes_and_exact_counts(cluster: tuple[Serve
     try:
         async with AdminClient(namesrv.addr) as admin:
             await admin.update_topic(topic, broker.addr, queues=2)
-
-            async def routed() -> bool:
-                try:
-                    return bool(await admin.masters(topic))
-                except NoRouteError:
-                    return False
-
-            await wait_until(routed, 10, f"a route for {topic}")
+            await wait_for_route(admin, topic)
             for i in range(7):
                 resp = await client.invoke(broker.addr, send_request(topic, b"x" * 10, queue_id=i % 2), T)
                 assert resp.code == ResponseCode.SUCCESS, resp.remark
@@ -237,14 +229,7 @@ async def test_broker_status_and_topic_status_commands(cluster: tuple[ServerProc
     topic = unique("CliTopic")
     async with AdminClient(namesrv.addr) as admin:
         await admin.update_topic(topic, broker.addr, queues=1)
-
-        async def routed() -> bool:
-            try:
-                return bool(await admin.masters(topic))
-            except NoRouteError:
-                return False
-
-        await wait_until(routed, 10, f"a route for {topic}")
+        await wait_for_route(admin, topic)
     client = RemotingClient()
     try:
         assert (await client.invoke(broker.addr, send_request(topic, b"z"), T)).code == ResponseCode.SUCCESS
