@@ -276,13 +276,14 @@ class SendProcessor:
         )
         t0 = _ns()
         result, durable = self._store.put_message_nowait(msg)
-        self._count(redirected or topic, result, len(body), t0)
+        self._count(redirected or topic, result, t0)
         return self._answer(req, result, durable, msg.queue_id, table_version)
 
-    def _count(self, topic: str, result: PutResult, size: int, t0: int) -> None:
-        """The statistics of one put (``BrokerStats``): stored or failed, and how long it took."""
+    def _count(self, topic: str, result: PutResult, t0: int) -> None:
+        """The statistics of one put (``BrokerStats``): stored or failed, the records' bytes
+        (RocketMQ counts wroteBytes), and how long it took."""
         if result.status is _PUT_OK:
-            self._stats.put(topic, result.msg_num, size, (_ns() - t0) // 1_000_000)
+            self._stats.put(topic, result.msg_num, result.wrote_bytes, (_ns() - t0) // 1_000_000)
         else:
             self._stats.put_failed_once()
 
@@ -381,7 +382,7 @@ class SendProcessor:
             self._address.store_host, reconsume_times,
         )))
         if result.status is _PUT_OK:
-            self._stats.put(topic, 1, len(body), (_ns() - t0) // 1_000_000)
+            self._stats.put(topic, 1, result.wrote_bytes, (_ns() - t0) // 1_000_000)
         else:
             self._stats.put_failed_once()
         if durable is None:
@@ -520,7 +521,7 @@ class SendProcessor:
         )
         t0 = _ns()
         result, durable = self._store.put_messages_nowait(batch)
-        self._count(h.topic, result, len(body), t0)
+        self._count(h.topic, result, t0)
         return self._answer(req, result, durable, queue_id, table_version)
 
     # --- send back (retry / DLQ) --------------------------------------------------------------
@@ -576,7 +577,9 @@ class SendProcessor:
             max_delay_level=self._max_delay_level,
         )
         msg = reput(original, placed, self._address.store_host, reconsume_times=reconsume + 1)
+        t0 = _ns()
         result = await self._store.put_message(msg)
+        self._count(msg.topic, result, t0)  # RocketMQ counts a send-back as a put to its topic too
         if result.status != PutStatus.PUT_OK:
             code, remark = _STATUS_TO_CODE.get(result.status, (ResponseCode.SYSTEM_ERROR, result.status.name))
             return req.response(code if code != ResponseCode.SUCCESS else ResponseCode.SYSTEM_ERROR, remark)
