@@ -19,7 +19,13 @@ from apogee.common.message import MessageExt, MessageQueue
 from apogee.common.message_codec import decode_records
 from apogee.common.message_id import decode_offset_msg_id
 from apogee.errors import ClientError, NoRouteError, RemoteError
-from apogee.remoting.bodies.heartbeat import decode_reset_offset_body
+from apogee.remoting.bodies.admin import (
+    ConsumeStats,
+    TopicOffset,
+    decode_runtime_info,
+    decode_topic_stats,
+)
+from apogee.remoting.bodies.heartbeat import QueueKey, decode_reset_offset_body
 from apogee.remoting.bodies.route import TopicRouteData, decode_cluster_info, decode_topic_list
 from apogee.remoting.codes import RequestCode, ResponseCode
 from apogee.remoting.command import RemotingCommand
@@ -236,3 +242,28 @@ class AdminClient:
                     consumer_offset = -1
                 rows.append(QueueProgress(mq, broker_offset, consumer_offset))
         return rows
+
+    # --- broker state (RocketMQ's examineBrokerRuntimeStats, examineTopicStats, examineConsumeStats)
+
+    async def broker_runtime_info(self, broker_addr: str) -> dict[str, str]:
+        """GET_BROKER_RUNTIME_INFO: every key the broker reports, values as strings."""
+        request = RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO)
+        return decode_runtime_info(_check(await self._invoke(broker_addr, request)).body_bytes())
+
+    async def topic_stats(self, topic: str) -> dict[QueueKey, TopicOffset]:
+        """Min/max offset and last update time of every queue of ``topic``, on every master."""
+        out: dict[QueueKey, TopicOffset] = {}
+        for addr in (await self.masters(topic)).values():
+            request = RemotingCommand.request(RequestCode.GET_TOPIC_STATS_INFO, {"topic": topic})
+            out.update(decode_topic_stats(_check(await self._invoke(addr, request)).body_bytes()))
+        return out
+
+    async def consume_stats(self, group: str, topic: str) -> ConsumeStats:
+        """Broker and consumer offsets of ``group`` on ``topic``'s queues, and its TPS."""
+        total = ConsumeStats({}, 0.0)
+        for addr in (await self.masters(topic)).values():
+            request = RemotingCommand.request(RequestCode.GET_CONSUME_STATS, {"consumerGroup": group, "topic": topic})
+            part = ConsumeStats.decode(_check(await self._invoke(addr, request)).body_bytes())
+            total.offset_table.update(part.offset_table)
+            total.consume_tps += part.consume_tps
+        return total

@@ -32,6 +32,7 @@ from apogee.broker.processors.reply import ReplyProcessor
 from apogee.broker.processors.send import SendProcessor
 from apogee.broker.registration import NamesrvRegistrar
 from apogee.broker.schedule import ScheduleService
+from apogee.broker.stats import BrokerStats
 from apogee.broker.subscriptions import SubscriptionGroupManager
 from apogee.broker.topics import TopicConfigManager
 from apogee.broker.transaction import TransactionService
@@ -102,14 +103,16 @@ class BrokerController:
         self.outbound = RemotingClient(self.remoting_config)
         self.registrar: NamesrvRegistrar | None = None
         # Each processor gets what it uses; the controller only wires them.
+        self.stats = BrokerStats(config.broker_cluster_name, int(time.time() * 1000))
         self.send_processor = SendProcessor(
             config=config, store_config=store_config, store=self.store, topics=self.topics,
             subscriptions=self.subscriptions, table_writer=self.table_writer, address=self.address,
-            max_delay_level=max_delay_level, topics_changed=self.registrar_trigger,
+            max_delay_level=max_delay_level, topics_changed=self.registrar_trigger, stats=self.stats,
         )
         self.pull_processor = PullProcessor(
             config=config, store=self.store, topics=self.topics, subscriptions=self.subscriptions,
             offsets=self.offsets, clients=self.clients, long_polling=self.long_polling, address=self.address,
+            stats=self.stats,
         )
         for processor in (
             self.send_processor,
@@ -121,7 +124,7 @@ class BrokerController:
             AdminProcessor(
                 config=config, store=self.store, topics=self.topics, subscriptions=self.subscriptions,
                 offsets=self.offsets, clients=self.clients, table_writer=self.table_writer,
-                delay_offsets=self.schedule.encode, topics_changed=self.registrar_trigger,
+                delay_offsets=self.schedule.encode, topics_changed=self.registrar_trigger, stats=self.stats,
             ),
             EndTransactionProcessor(config=config, transactions=self.transactions),
             ReplyProcessor(
@@ -189,6 +192,7 @@ class BrokerController:
             self.ha_slave.start()
         self._tasks.append(asyncio.create_task(self._persist_loop()))
         self._tasks.append(asyncio.create_task(self._expire_clients_loop()))
+        self._tasks.append(asyncio.create_task(self._stats_loop()))
         return host, port
 
     def _master_ha_address(self) -> str | None:
@@ -233,6 +237,13 @@ class BrokerController:
         while True:
             await asyncio.sleep(interval)
             await self.table_writer.save_all()
+
+    async def _stats_loop(self) -> None:
+        """The statistics' samples, once a second (RocketMQ samples on the same clock)."""
+        while True:
+            now = time.time()
+            self.stats.tick(int(now * 1000), time.localtime(now).tm_yday)
+            await asyncio.sleep(1.0)
 
     async def _expire_clients_loop(self) -> None:
         timeout = self.config.channel_expired_timeout_ms

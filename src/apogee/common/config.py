@@ -114,6 +114,13 @@ def load_file(path: str | Path) -> dict[str, str]:
         raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
 
 
+def properties_text(*configs: object) -> str:
+    """Every setting of ``configs`` as sorted ``key=value`` lines (GET_BROKER_CONFIG and
+    GET_NAMESRV_CONFIG answer this, as RocketMQ's getAllConfigsFormatString); unset ones left out."""
+    lines = sorted(f"{key}={value}\n" for config in configs for key, value in describe(config) if value is not None)
+    return "".join(lines)
+
+
 def describe(config: object) -> Iterable[tuple[str, Any]]:
     """(RocketMQ name, value) pairs of ``config``, for printing the effective config."""
     for key, field in key_map(type(config)).items():

@@ -181,3 +181,4 @@ VERSION_V4_9_4 = 401
 VERSION_V4_9_8 = 409
 # What Apogee announces: 4.9.8, so peers send standard JSON route bodies.
 CURRENT_VERSION = VERSION_V4_9_8
+CURRENT_VERSION_DESC = "V4_9_8"  # MQVersion.getVersionDesc(CURRENT_VERSION)

@@ -589,6 +589,12 @@ class CommitLog:
             return -1
         return read_store_timestamp(mf.mm, phys - mf.start)
 
+    def forget_topic(self, topic: str) -> None:
+        """Drop a deleted topic's next queue offsets, so a topic made again starts at 0."""
+        with self._lock:
+            for key in [k for k in self.topic_queue_table if k[0] == topic]:
+                del self.topic_queue_table[key]
+
     def rebuild_topic_queue_table(self, table: Mapping[tuple[str, int], int]) -> None:
         with self._lock:
             self.topic_queue_table = dict(table)

@@ -11,6 +11,7 @@ and tries again, so the event loop never creates files.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -385,6 +386,27 @@ class ConsumeQueueTable:
                               self.file_size, preallocate=self.preallocate)
             self.queues[(topic, queue_id)] = cq
         return cq
+
+    def remove_topic(self, topic: str) -> list[ConsumeQueue]:
+        """Take a deleted topic's queues out of the table (owner thread); the caller destroys
+        their files with ``destroy`` on the I/O thread."""
+        doomed = [cq for key, cq in self.queues.items() if key[0] == topic]
+        for cq in doomed:
+            del self.queues[(cq.topic, cq.queue_id)]
+        return doomed
+
+    def destroy(self, queues: list[ConsumeQueue], topic: str) -> None:
+        """Delete the files and directories of queues taken out by ``remove_topic``.  Blocking
+        (I/O thread: a flush queued before this one has run; none queued later sees them)."""
+        for cq in queues:
+            mfq = cq.mfq
+            mfq.discard_preallocated()
+            files = list(mfq.files)
+            mfq.files.clear()
+            mfq.destroy_files(files)
+            mfq.remove_directory_if_empty()
+        with contextlib.suppress(OSError):
+            (self.directory / topic).rmdir()
 
     def snapshot(self) -> list[ConsumeQueue]:
         """A list copy, safe to hand to the I/O thread while the owner keeps adding queues."""

@@ -601,6 +601,16 @@ class MessageStore:
             await self.io.run(_touch_pages, list(result.buffers))
         return result
 
+    async def delete_topic(self, topic: str) -> int:
+        """Remove a deleted topic's ConsumeQueues and queue offsets (RocketMQ's
+        cleanUnusedTopic, for one topic), so a topic created again starts empty at offset 0.
+        Its CommitLog records and index entries age out as usual.  Returns the queues removed."""
+        doomed = self.consume_queues.remove_topic(topic)
+        self.commitlog.forget_topic(topic)
+        if doomed:
+            await self.io.run(self.consume_queues.destroy, doomed, topic)
+        return len(doomed)
+
     def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
         return self.reader.max_offset_in_queue(topic, queue_id)
 

@@ -17,6 +17,7 @@ from apogee.broker.long_polling import PullRequestHoldService
 from apogee.broker.offsets import ConsumerOffsetManager
 from apogee.broker.persistence import TableWriter
 from apogee.broker.schedule import ScheduleService
+from apogee.broker.stats import BrokerStats
 from apogee.broker.subscriptions import SubscriptionGroupManager
 from apogee.broker.topics import TopicConfigManager
 from apogee.common import constants as c
@@ -110,6 +111,7 @@ class Tables:
     table_writer: TableWriter
     address: BrokerAddress
     topic_changes: list[None] = field(default_factory=list)
+    stats: BrokerStats = field(default_factory=lambda: BrokerStats("UnitCluster", 0))
 
     @property
     def max_delay_level(self) -> int:

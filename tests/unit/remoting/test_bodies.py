@@ -54,3 +54,24 @@ def test_register_body_round_trip_and_errors() -> None:
         RegisterBrokerBody.decode(
             b'{"topicConfigSerializeWrapper":{"topicConfigTable":{"T":{"readQueueNums":"x"}}}}', compressed=False
         )
+
+
+def test_fastjson_object_keyed_maps_are_read_and_written() -> None:
+    from apogee.common.lenient_json import KeyedPairs, dumps_keyed, loads_keyed
+    from apogee.remoting.bodies.admin import ConsumeStats, OffsetWrapper, decode_topic_stats
+    from apogee.remoting.bodies.heartbeat import QueueKey
+
+    text = b'{"consumeTps":1.5,"offsetTable":{{"brokerName":"b","queueId":1,"topic":"T"}:' \
+           b'{"brokerOffset":9,"consumerOffset":4,"lastTimestamp":7}},"ids":{0:"a"}}'
+    obj = loads_keyed(text)
+    assert isinstance(obj["offsetTable"], KeyedPairs) and obj["ids"] == [(0, "a")]
+    stats = ConsumeStats.decode(text)
+    assert stats.consume_tps == 1.5 and stats.offset_table == {QueueKey("T", "b", 1): OffsetWrapper(9, 4, 7)}
+    assert ConsumeStats.decode(stats.encode()) == stats
+    assert dumps_keyed([({"a": 1}, 2)]) == b'{{"a":1}:2}'
+    # The list form Apogee brokers answered before is still read.
+    old = b'{"offsetTable":[{"mq":{"brokerName":"b","queueId":0,"topic":"T"},"minOffset":1,"maxOffset":3}]}'
+    assert [(q.queue_id, o.max_offset) for q, o in decode_topic_stats(old).items()] == [(0, 3)]
+    for bad in (b'{"a":', b'{{"a":1}}', b"[1,]", b'{"a":1} x', b"[" * 100 + b"]" * 100):
+        with pytest.raises(ValueError):
+            loads_keyed(bad)

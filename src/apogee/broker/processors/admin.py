@@ -12,23 +12,42 @@ changes nothing.
 from __future__ import annotations
 
 import logging
+import shutil
+import time
 from collections.abc import Callable
 
 import orjson
 
-from apogee.broker.clients import ClientManager
+from apogee.broker.clients import ClientChannel, ClientManager
 from apogee.broker.config import BrokerConfig
 from apogee.broker.offsets import ConsumerOffsetManager
 from apogee.broker.persistence import TableFile, TableWriter
 from apogee.broker.records import record_at
+from apogee.broker.stats import GROUP_GET_NUMS, BrokerStats
 from apogee.broker.subscriptions import SubscriptionGroupConfig, SubscriptionGroupManager, group_config_problem
 from apogee.broker.topics import TopicConfigManager, topic_config_problem
-from apogee.common.constants import SYSTEM_TOPIC_PREFIX
+from apogee.common.config import properties_text
+from apogee.common.constants import SCHEDULE_TOPIC, SYSTEM_TOPIC_PREFIX, SYSTEM_TOPICS
 from apogee.common.lenient_json import loads
 from apogee.errors import HeaderError
+from apogee.remoting.bodies.admin import (
+    ConsumeStats,
+    OffsetWrapper,
+    TopicOffset,
+    encode_broker_consume_stats,
+    encode_runtime_info,
+    encode_topic_stats,
+)
 from apogee.remoting.bodies.heartbeat import QueueKey, encode_reset_offset_body
-from apogee.remoting.bodies.route import TopicConfigData
-from apogee.remoting.codes import VERSION_V3_0_7_SNAPSHOT, LanguageCode, RequestCode, ResponseCode
+from apogee.remoting.bodies.route import TopicConfigData, encode_topic_list
+from apogee.remoting.codes import (
+    CURRENT_VERSION,
+    CURRENT_VERSION_DESC,
+    VERSION_V3_0_7_SNAPSHOT,
+    LanguageCode,
+    RequestCode,
+    ResponseCode,
+)
 from apogee.remoting.command import RemotingCommand
 from apogee.remoting.connection import Connection
 from apogee.remoting.headers.consumer import (
@@ -52,6 +71,7 @@ log = logging.getLogger("apogee.broker.admin")
 
 DEFAULT_QUERY_MAX_NUM = 32
 MAX_QUEUE_NUMS = 1024
+MAX_CQ_QUERY = 1024  # entries one QUERY_CONSUME_QUEUE answers at most
 TOPIC_FILTER_TYPES = ("SINGLE_TAG", "MULTI_TAG")  # RocketMQ's TopicFilterType
 
 
@@ -71,8 +91,10 @@ class AdminProcessor:
         table_writer: TableWriter,
         delay_offsets: Callable[[], bytes],
         topics_changed: Callable[[], None],
+        stats: BrokerStats,
     ) -> None:
         self._config = config
+        self._stats = stats
         self._store = store
         self._topics = topics
         self._subscriptions = subscriptions
@@ -103,6 +125,16 @@ class AdminProcessor:
             RequestCode.DELETE_SUBSCRIPTIONGROUP: self.delete_group,
             RequestCode.GET_BROKER_RUNTIME_INFO: self.runtime_info,
             RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: self.reset_offset,
+            RequestCode.VIEW_BROKER_STATS_DATA: self.view_stats,
+            RequestCode.GET_BROKER_CONFIG: self.broker_config,
+            RequestCode.GET_PRODUCER_CONNECTION_LIST: self.producer_connections,
+            RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: self.consumed_by,
+            RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER: self.system_topics,
+            RequestCode.GET_BROKER_CONSUME_STATS: self.broker_consume_stats,
+            RequestCode.QUERY_CONSUME_QUEUE: self.query_consume_queue,
+            RequestCode.CLEAN_UNUSED_TOPIC: self.clean_unused_topics,
+            RequestCode.DELETE_EXPIRED_COMMITLOG: self.delete_expired_commitlog,
+            RequestCode.GET_ALL_PRODUCER_INFO: self.all_producers,
         }
         for code, handler in handlers.items():
             dispatcher.register(code, handler)
@@ -203,52 +235,112 @@ class AdminProcessor:
             )
         self._topics.delete(h.topic)
         self._offsets.remove_topic(h.topic)
+        self._stats.forget_topic(h.topic)
+        removed = await self._store.delete_topic(h.topic)
+        log.info("deleted topic %s: %d ConsumeQueues removed", h.topic, removed)
         self._topics_changed()
         answer = await self._saved(req, self._topics.file)
         return answer if answer.code != ResponseCode.SUCCESS else await self._saved(req, self._offsets.file)
 
+    async def clean_unused_topics(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+        """CLEAN_UNUSED_TOPIC (mqadmin cleanUnusedTopic): remove the ConsumeQueues of every
+        topic the topic table no longer holds, except the schedule topic (RocketMQ's
+        cleanUnusedTopic)."""
+        unused = {topic for topic, _ in self._store.consume_queues.queues} - set(self._topics.table) - {SCHEDULE_TOPIC}
+        for topic in sorted(unused):
+            removed = await self._store.delete_topic(topic)
+            log.info("cleaned unused topic %s: %d ConsumeQueues removed", topic, removed)
+        return req.response(ResponseCode.SUCCESS)
+
+    def delete_expired_commitlog(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+        """DELETE_EXPIRED_COMMITLOG (mqadmin deleteExpiredCommitLog): the cleaner deletes
+        expired CommitLog files on its next passes whatever the hour (RocketMQ's
+        executeDeleteFilesManually)."""
+        self._store.request_delete_files()
+        log.info("expired CommitLog files to be deleted at once, asked by %s", getattr(conn, "peer", "?"))
+        return req.response(ResponseCode.SUCCESS)
+
     def all_topic_config(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         return req.response(ResponseCode.SUCCESS, body=self._topics.encode())
 
+    def _last_store_time(self, topic: str, queue_id: int, offset: int) -> int:
+        """Store time of the message at ``offset`` (0 when there is none), as RocketMQ's
+        getMessageStoreTimeStamp."""
+        return max(0, self._store.get_message_store_timestamp(topic, queue_id, offset)) if offset >= 0 else 0
+
     def topic_stats(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+        """TopicStatsTable: min/max offset and last store time of every write queue."""
         topic = (req.ext_fields or {}).get("topic")
         if not topic:
             raise HeaderError("the custom field <topic> is null")
         config = self._topics.get(topic)
         if config is None:
             return req.response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
-        table = []
+        table: dict[QueueKey, TopicOffset] = {}
         for qid in range(config.write_queue_nums):
-            table.append(
-                {
-                    "mq": {"brokerName": self._config.broker_name, "queueId": qid, "topic": topic},
-                    "minOffset": self._store.get_min_offset_in_queue(topic, qid),
-                    "maxOffset": self._store.get_max_offset_in_queue(topic, qid),
-                    "lastUpdateTimestamp": 0,
-                }
+            low = max(0, self._store.get_min_offset_in_queue(topic, qid))
+            high = max(0, self._store.get_max_offset_in_queue(topic, qid))
+            table[QueueKey(topic, self._config.broker_name, qid)] = TopicOffset(
+                low, high, self._last_store_time(topic, qid, high - 1)
             )
-        return req.response(ResponseCode.SUCCESS, body=orjson.dumps({"offsetTable": table}))
+        return req.response(ResponseCode.SUCCESS, body=encode_topic_stats(table))
+
+    def _group_stats(self, group: str, topic: str, queues: int) -> ConsumeStats | None:
+        """ConsumeStats of ``group`` on one topic's first ``queues`` queues; None when the topic
+        is unknown or the group's live consumers do not subscribe it (RocketMQ skips those)."""
+        if self._topics.get(topic) is None:
+            return None
+        info = self._clients.consumer_group(group)
+        if info is not None and info.subscriptions and topic not in info.subscriptions:
+            return None
+        table: dict[QueueKey, OffsetWrapper] = {}
+        for qid in range(queues):
+            consumer = max(0, self._offsets.query(group, topic, qid))
+            table[QueueKey(topic, self._config.broker_name, qid)] = OffsetWrapper(
+                max(0, self._store.get_max_offset_in_queue(topic, qid)), consumer,
+                self._last_store_time(topic, qid, consumer - 1),
+            )
+        item = self._stats.find(GROUP_GET_NUMS, f"{topic}@{group}")
+        return ConsumeStats(table, item.snapshot(0).tps if item is not None else 0.0)
 
     def consume_stats(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+        """ConsumeStats of a group on one topic (or every topic it has offsets on): broker and
+        consumer offset, the store time of the last consumed message, and the group's pull TPS
+        over the last minute."""
         ext = req.ext_fields or {}
         group = ext.get("consumerGroup")
         if not group:
             raise HeaderError("the custom field <consumerGroup> is null")
         topics = [ext["topic"]] if ext.get("topic") else sorted(self._offsets.topics_of_group(group))
-        table = []
+        total = ConsumeStats({}, 0.0)
         for topic in topics:
             config = self._topics.get(topic)
-            if config is None:
-                continue
-            for qid in range(config.read_queue_nums):
-                table.append(
-                    {
-                        "mq": {"brokerName": self._config.broker_name, "queueId": qid, "topic": topic},
-                        "brokerOffset": self._store.get_max_offset_in_queue(topic, qid),
-                        "consumerOffset": max(0, self._offsets.query(group, topic, qid)),
-                    }
-                )
-        return req.response(ResponseCode.SUCCESS, body=orjson.dumps({"consumeTps": 0.0, "offsetTable": table}))
+            part = self._group_stats(group, topic, config.read_queue_nums) if config is not None else None
+            if part is not None:
+                total.offset_table.update(part.offset_table)
+                total.consume_tps += part.consume_tps
+        return req.response(ResponseCode.SUCCESS, body=total.encode())
+
+    def broker_consume_stats(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+        """GET_BROKER_CONSUME_STATS (mqadmin brokerConsumeStats): every subscription group's
+        ConsumeStats per topic it has offsets on (only ordered topics with ``isOrder``), and the
+        total lag."""
+        only_order = (req.ext_fields or {}).get("isOrder") == "true"
+        groups: list[dict[str, list[ConsumeStats]]] = []
+        total_diff = 0
+        for group in sorted(self._subscriptions.table):
+            per_topic: list[ConsumeStats] = []
+            for topic in sorted(self._offsets.topics_of_group(group)):
+                config = self._topics.get(topic)
+                if config is None or (only_order and not config.order):
+                    continue
+                part = self._group_stats(group, topic, config.write_queue_nums)
+                if part is not None:
+                    per_topic.append(part)
+                    total_diff += sum(w.broker_offset - w.consumer_offset for w in part.offset_table.values())
+            if per_topic:
+                groups.append({group: per_topic})
+        return req.response(ResponseCode.SUCCESS, body=encode_broker_consume_stats(groups, total_diff))
 
     def consumer_connections(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         h = GetConsumerListByGroupRequestHeader.decode(req.ext_fields)
@@ -256,16 +348,89 @@ class AdminProcessor:
         if info is None:
             return req.response(ResponseCode.CONSUMER_NOT_ONLINE, f"the consumer group[{h.consumer_group}] not online")
         body = {
-            "connectionSet": [
-                {"clientId": ch.client_id, "clientAddr": "{}:{}".format(*getattr(ch.conn, "peer", ("", 0))),
-                 "language": ch.language, "version": ch.version}
-                for ch in info.channels.values()
-            ],
+            "connectionSet": [_connection_json(ch) for ch in info.channels.values()],
             "consumeType": info.consume_type,
             "messageModel": info.message_model,
             "consumeFromWhere": info.consume_from_where,
             "subscriptionTable": {t: s.to_json() for t, s in info.subscriptions.items()},
         }
+        return req.response(ResponseCode.SUCCESS, body=orjson.dumps(body))
+
+    def producer_connections(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+        """ProducerConnection: the live connections of a producer group."""
+        group = (req.ext_fields or {}).get("producerGroup")
+        if not group:
+            raise HeaderError("the custom field <producerGroup> is null")
+        channels = self._clients.producer_channels(group)
+        if not channels:
+            return req.response(ResponseCode.SYSTEM_ERROR, f"the producer group[{group}] not exist")
+        return req.response(ResponseCode.SUCCESS, body=orjson.dumps(
+            {"connectionSet": [_connection_json(ch) for ch in channels]}))
+
+    def all_producers(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+        """ProducerTableInfo (GET_ALL_PRODUCER_INFO, mqadmin producer and the exporter's
+        producer count): every producer group's live clients.  ``remoteIP`` as Java's
+        ``InetSocketAddress.toString()`` writes it (``/ip:port``)."""
+        data: dict[str, list[dict[str, object]]] = {}
+        for group in sorted(self._clients.producers):
+            rows = data[group] = []
+            for ch in self._clients.producer_channels(group):
+                info = _connection_json(ch)
+                rows.append({"clientId": ch.client_id, "language": info["language"],
+                             "lastUpdateTimestamp": ch.last_update_ms, "remoteIP": f"/{info['clientAddr']}",
+                             "version": ch.version})
+        return req.response(ResponseCode.SUCCESS, body=orjson.dumps({"data": data}))
+
+    def consumed_by(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+        """GroupList: the groups consuming a topic, live or with offsets on it."""
+        topic = (req.ext_fields or {}).get("topic")
+        if not topic:
+            raise HeaderError("the custom field <topic> is null")
+        live = {g for g, info in self._clients.consumers.items() if topic in info.subscriptions}
+        groups = live | self._offsets.groups_of_topic(topic)
+        return req.response(ResponseCode.SUCCESS, body=orjson.dumps({"groupList": sorted(groups)}))
+
+    def system_topics(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+        """TopicList: RocketMQ's system topics, with this broker's cluster and broker names."""
+        topics = set(SYSTEM_TOPICS) | {self._config.broker_cluster_name, self._config.broker_name}
+        return req.response(ResponseCode.SUCCESS, body=encode_topic_list(sorted(topics)))
+
+    def broker_config(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+        """Every broker and store setting as ``key=value`` lines (RocketMQ's property names),
+        and the configuration's data version in the ``version`` header."""
+        text = properties_text(self._config, self._store.config)
+        version = orjson.dumps({"counter": 0, "timestamp": self._stats.boot_ms}).decode()
+        return req.response(ResponseCode.SUCCESS, body=text.encode(), ext_fields={"version": version})
+
+    def query_consume_queue(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+        """QUERY_CONSUME_QUEUE (mqadmin queryCq): ``count`` raw entries of one ConsumeQueue from
+        ``index``, with the queue's bounds and, given a group, its subscription."""
+        ext = req.ext_fields or {}
+        try:
+            topic, queue_id = ext["topic"], int(ext["queueId"])
+            index, count = int(ext["index"]), int(ext["count"])
+        except (KeyError, ValueError) as exc:
+            raise HeaderError(f"QueryConsumeQueueRequestHeader needs topic, queueId, index, count: {exc!r}") from None
+        queue = self._store.consume_queues.get(topic, queue_id)
+        if queue is None:
+            return req.response(ResponseCode.SYSTEM_ERROR, f"{queue_id}@{topic} is not exist!")
+        body: dict[str, object] = {"maxQueueIndex": queue.max_offset, "minQueueIndex": queue.min_offset}
+        group = ext.get("consumerGroup")
+        if group:
+            sub = self._clients.subscription(group, topic)
+            body["subscriptionData"] = sub.to_json() if sub is not None else None
+            if sub is None:
+                body["filterData"] = f"{group}@{topic} is not online!"
+        entries = []
+        for offset in range(index, index + max(0, min(count, MAX_CQ_QUERY))):
+            entry = queue.get_entry(offset)
+            if entry is None:
+                break
+            phys, size, tags = entry
+            entries.append({"eval": False, "physicOffset": phys, "physicSize": size, "tagsCode": tags})
+        if not entries:
+            return req.response(ResponseCode.SUCCESS, f"Index {index} of {queue_id}@{topic} is not exist!")
+        body["queueData"] = entries
         return req.response(ResponseCode.SUCCESS, body=orjson.dumps(body))
 
     def all_consumer_offsets(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
@@ -348,10 +513,71 @@ class AdminProcessor:
             conn.send(request)
 
     def runtime_info(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
-        table = {k: str(v) for k, v in self._store.runtime_info().items()}
-        table["brokerVersion"] = str(req.version)
+        """RocketMQ's prepareRuntimeInfo keys that Apogee can state truthfully (statistics,
+        store offsets, disk), beside Apogee's own store figures (``dispatchBehindBytes``,
+        ``tableWriteFailures`` ...).  Every value is a string, formatted as Java formats it."""
+        store = self._store
+        table = {k: _java_str(v) for k, v in store.runtime_info().items()}
+        table.update(self._stats.runtime_info(int(time.time() * 1000)))
+        table["brokerVersionDesc"] = CURRENT_VERSION_DESC
+        table["brokerVersion"] = str(CURRENT_VERSION)
+        table["earliestMessageTimeStamp"] = str(store.get_earliest_message_time())
+        root = self._store.config.root
+        try:
+            disk = shutil.disk_usage(root)
+        except OSError:
+            disk = None
+        if disk is not None:
+            used = (disk.total - disk.free) / disk.total if disk.total else -1.0
+            table["commitLogDiskRatio"] = repr(used)
+            table["consumeQueueDiskRatio"] = repr(used)
+            table["commitLogDirCapacity"] = (
+                f"Total : {human_bytes(disk.total)}, Free : {human_bytes(disk.free)}."
+            )
+        table["remainHowManyDataToFlush"] = human_bytes(max(0, store.max_phy_offset - store.flushed_phy_offset))
         # Table files (topics.json ...) whose writes failed, and the ones still behind.
         writer = self._table_writer
         table["tableWriteFailures"] = str(writer.failures)
         table["tablesUnsaved"] = ",".join(f.name for f in writer.files if f.dirty)
-        return req.response(ResponseCode.SUCCESS, body=orjson.dumps({"table": table}))
+        return req.response(ResponseCode.SUCCESS, body=encode_runtime_info(table))
+
+    def view_stats(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+        """VIEW_BROKER_STATS_DATA: one statistics item's minute, hour and day windows."""
+        ext = req.ext_fields or {}
+        name, key = ext.get("statsName"), ext.get("statsKey")
+        if not name or not key:
+            raise HeaderError("the custom fields <statsName> and <statsKey> are required")
+        item = self._stats.find(name, key)
+        if item is None:
+            return req.response(ResponseCode.SYSTEM_ERROR, f"The stats <{name}> <{key}> not exist")
+        body = {w: item.snapshot(i).to_json() for i, w in enumerate(("statsMinute", "statsHour", "statsDay"))}
+        return req.response(ResponseCode.SUCCESS, body=orjson.dumps(body))
+
+
+def _connection_json(ch: ClientChannel) -> dict[str, object]:
+    """RocketMQ's Connection: the language by name, as fastjson writes the enum."""
+    try:
+        language: object = LanguageCode(ch.language).name
+    except ValueError:
+        language = ch.language
+    host, port = getattr(ch.conn, "peer", ("", 0))
+    return {"clientAddr": f"{host}:{port}", "clientId": ch.client_id, "language": language, "version": ch.version}
+
+
+def _java_str(value: object) -> str:
+    """``String.valueOf`` of a Java value: booleans lower case."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def human_bytes(n: int) -> str:
+    """RocketMQ's MixAll.humanReadableByteCount(bytes, si=false): "512 B", "1.5 KiB"."""
+    if n < 1024:
+        return f"{n} B"
+    exp = 0
+    value = float(n)
+    while value >= 1024 and exp < 6:
+        value /= 1024
+        exp += 1
+    return f"{n / 1024 ** exp:.1f} {'KMGTPE'[exp - 1]}iB"

@@ -18,6 +18,7 @@ from apogee.broker.clients import ClientManager
 from apogee.broker.config import BrokerAddress, BrokerConfig
 from apogee.broker.long_polling import PullRequestHoldService
 from apogee.broker.offsets import ConsumerOffsetManager
+from apogee.broker.stats import BrokerStats
 from apogee.broker.subscriptions import SubscriptionGroupManager
 from apogee.broker.topics import TopicConfigManager
 from apogee.common import constants as c
@@ -71,8 +72,10 @@ class PullProcessor:
         clients: ClientManager,
         long_polling: PullRequestHoldService,
         address: BrokerAddress,
+        stats: BrokerStats,
     ) -> None:
         self._config = config
+        self._stats = stats
         self._store = store
         self._topics = topics
         self._subscriptions = subscriptions
@@ -199,6 +202,7 @@ class PullProcessor:
         if status is GetStatus.FOUND:
             code = ResponseCode.SUCCESS
             body = result.buffers
+            self._stats.got(h.consumer_group, h.topic, len(result.queue_offsets), result.buffer_total_size)
         elif status in (GetStatus.NO_MATCHED_MESSAGE, GetStatus.MESSAGE_WAS_REMOVING):
             code = ResponseCode.PULL_RETRY_IMMEDIATELY
         elif status in (GetStatus.OFFSET_OVERFLOW_ONE, GetStatus.OFFSET_FOUND_NULL):
@@ -207,6 +211,8 @@ class PullProcessor:
             code = ResponseCode.PULL_NOT_FOUND if h.queue_offset == 0 else ResponseCode.PULL_OFFSET_MOVED
         else:  # OFFSET_TOO_SMALL, OFFSET_OVERFLOW_BADLY
             code = ResponseCode.PULL_OFFSET_MOVED
+        if body is None:
+            self._stats.got(h.consumer_group, h.topic, 0, 0)
         if code == ResponseCode.PULL_OFFSET_MOVED:
             log.info(
                 "pull offset moved: group %s topic %s queue %d requested %d, next %d (min %d max %d)",

@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import time
 import zlib
 from collections.abc import Awaitable, Callable
 
@@ -38,6 +39,7 @@ from apogee.broker.persistence import TableWriter
 from apogee.broker.records import message_at
 from apogee.broker.reput import reput
 from apogee.broker.send_rules import Refusal
+from apogee.broker.stats import BrokerStats
 from apogee.broker.subscriptions import SubscriptionGroupManager
 from apogee.broker.topics import PERM_RW, TopicConfigManager
 from apogee.common import constants as c
@@ -82,6 +84,8 @@ _queue_refusal = rules.queue_refusal
 _TRAN_MASK = c.TRANSACTION_TYPE_MASK  # a transaction type needs the full path's rewrites
 _BORN_HOST = "apogee.born_host"  # Connection.attributes key: the peer as a record's BORNHOST
 _new_tuple = tuple.__new__
+_ns = time.perf_counter_ns  # put latency for the statistics (RocketMQ's putMessageEntireTime)
+_PUT_OK = PutStatus.PUT_OK
 _SUCCESS = int(ResponseCode.SUCCESS)
 # Answers that still carry the message's id and offset: it was stored.
 _STORED_CODES = frozenset((
@@ -146,8 +150,10 @@ class SendProcessor:
         address: BrokerAddress,
         max_delay_level: int,
         topics_changed: Callable[[], None],
+        stats: BrokerStats,
     ) -> None:
         self._config = config
+        self._stats = stats
         self._store_config = store_config
         self._store = store
         self._topics = topics
@@ -273,8 +279,18 @@ class SendProcessor:
             reconsume_times=reconsume_times,
             tags_code=tags_code(placed.properties.get(c.TAGS)),
         )
+        t0 = _ns()
         result, durable = self._store.put_message_nowait(msg)
+        self._count(redirected or topic, result, t0)
         return self._answer(req, result, durable, msg.queue_id, table_version)
+
+    def _count(self, topic: str, result: PutResult, t0: int) -> None:
+        """The statistics of one put (``BrokerStats``): stored or failed, the records' bytes
+        (RocketMQ counts wroteBytes), and how long it took."""
+        if result.status is _PUT_OK:
+            self._stats.put(topic, result.msg_num, result.wrote_bytes, (_ns() - t0) // 1_000_000)
+        else:
+            self._stats.put_failed_once()
 
     def _create_topic(self, config: TopicConfigData) -> int:
         """Add a topic an accepted send created; the topic table's version that holds it."""
@@ -365,10 +381,15 @@ class SendProcessor:
         if born_host is None:
             born_host = conn.attributes[_BORN_HOST] = _ipv4_peer(conn)
         # A NamedTuple built without its __new__ (its argument handling costs more than the rest).
+        t0 = _ns()
         result, durable = self._store.put_plain_nowait(_new_tuple(PlainMessage, (
             topic, queue_id, body, props, extra, props_len, sysflag | plain[2], flag, born_timestamp, born_host,
             self._address.store_host, reconsume_times,
         )))
+        if result.status is _PUT_OK:
+            self._stats.put(topic, 1, result.wrote_bytes, (_ns() - t0) // 1_000_000)
+        else:
+            self._stats.put_failed_once()
         if durable is None:
             return self._response(req, result, queue_id=queue_id)
         return self._after_flush(req, result, durable, queue_id)
@@ -503,7 +524,9 @@ class SendProcessor:
             store_host=self._address.store_host,
             reconsume_times=h.reconsume_times or 0,
         )
+        t0 = _ns()
         result, durable = self._store.put_messages_nowait(batch)
+        self._count(h.topic, result, t0)
         return self._answer(req, result, durable, queue_id, table_version)
 
     # --- send back (retry / DLQ) --------------------------------------------------------------
@@ -559,10 +582,13 @@ class SendProcessor:
             max_delay_level=self._max_delay_level,
         )
         msg = reput(original, placed, self._address.store_host, reconsume_times=reconsume + 1)
+        t0 = _ns()
         result = await self._store.put_message(msg)
+        self._count(msg.topic, result, t0)  # RocketMQ counts a send-back as a put to its topic too
         if result.status != PutStatus.PUT_OK:
             code, remark = _STATUS_TO_CODE.get(result.status, (ResponseCode.SYSTEM_ERROR, result.status.name))
             return req.response(code if code != ResponseCode.SUCCESS else ResponseCode.SYSTEM_ERROR, remark)
+        self._stats.sent_back(h.group, original.topic)
         return req.response(ResponseCode.SUCCESS)
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from apogee.common.lenient_json import loads
+from apogee.common.lenient_json import dumps_keyed, loads
 from apogee.errors import HeaderError
 
 CONSUME_TYPES = ("CONSUME_ACTIVELY", "CONSUME_PASSIVELY")  # PULL, PUSH
@@ -214,11 +214,8 @@ def encode_reset_offset_body(offsets: dict[QueueKey, int], *, java: bool) -> byt
     every other client (C++ 1.2.3's ResetOffsetBodyForC, Apogee's own) reads a list.
     """
     if java:
-        items = ",".join(
-            orjson.dumps(q.to_json()).decode() + ":" + str(off)
-            for q, off in sorted(offsets.items(), key=lambda kv: (kv[0].topic, kv[0].queue_id))
-        )
-        return ('{"offsetTable":{' + items + "}}").encode()
+        ordered = sorted(offsets.items(), key=lambda kv: (kv[0].topic, kv[0].queue_id))
+        return b'{"offsetTable":' + dumps_keyed([(q.to_json(), off) for q, off in ordered]) + b"}"
     return orjson.dumps(
         {
             "offsetTable": [

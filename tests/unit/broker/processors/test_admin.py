@@ -7,6 +7,7 @@ import asyncio
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -39,7 +40,7 @@ def processor(t: Tables) -> AdminProcessor:
     return AdminProcessor(
         config=t.config, store=t.store, topics=t.topics, subscriptions=t.subscriptions, offsets=t.offsets,
         clients=t.clients, table_writer=t.table_writer, delay_offsets=t.schedule.encode,
-        topics_changed=t.topics_changed,
+        topics_changed=t.topics_changed, stats=t.stats,
     )
 
 
@@ -152,17 +153,38 @@ async def test_topic_creation_refusals_change_nothing(tables: Tables, req: Remot
     assert tables.topics.table == before and not tables.topic_changes
 
 
-async def test_deleting_a_topic_drops_its_offsets_too(tables: Tables) -> None:
-    tables.topics.put(TopicConfigData("Old", 1, 1))
+async def test_deleting_a_topic_drops_its_offsets_and_consume_queues_too(tables: Tables) -> None:
+    await stored(tables, 3, topic="Old")
     tables.offsets.commit("CG", "Old", 0, 4)
+    cq_dir = tables.store_config.consume_queue_dir / "Old"
+    assert cq_dir.is_dir() and tables.store.get_max_offset_in_queue("Old", 0) == 3
     admin = processor(tables)
     delete = request(RequestCode.DELETE_TOPIC_IN_BROKER, DeleteTopicRequestHeader("Old").encode())
     assert (await answered(admin.delete_topic, connection(), delete)).code == ResponseCode.SUCCESS
     assert tables.topics.get("Old") is None and tables.offsets.query("CG", "Old", 0) < 0
+    # As RocketMQ's cleanUnusedTopic: the queues and their files are gone, so the topic made
+    # again starts empty at offset 0.
+    assert not cq_dir.exists() and tables.store.get_max_offset_in_queue("Old", 0) == 0
+    again = await tables.store.put_message(InnerMessage(topic="Old", queue_id=0, body=b"new",
+                                                        store_host=tables.address.store_host))
+    assert again.ok and again.logics_offset == 0
+    assert [m.body for m in await tables.messages("Old")] == [b"new"]
     tables.topics.put(TopicConfigData("rmq_sys_own", 1, 1))
     system = request(RequestCode.DELETE_TOPIC_IN_BROKER, DeleteTopicRequestHeader("rmq_sys_own").encode())
     answer = await answered(admin.delete_topic, connection(), system)
     assert answer.code == ResponseCode.SYSTEM_ERROR and tables.topics.get("rmq_sys_own") is not None
+
+
+async def test_clean_unused_topic_removes_queues_of_topics_no_longer_configured(tables: Tables) -> None:
+    await stored(tables, 2, topic="Gone")
+    await stored(tables, 1, topic="Kept")
+    del tables.topics.table["Gone"]  # as after a delete whose queue removal was lost
+    clean = request(RequestCode.CLEAN_UNUSED_TOPIC)
+    answer = await answered(processor(tables).clean_unused_topics, connection(), clean)
+    assert answer.code == ResponseCode.SUCCESS
+    assert tables.store.consume_queues.get("Gone", 0) is None
+    assert not (tables.store_config.consume_queue_dir / "Gone").exists()
+    assert tables.store.get_max_offset_in_queue("Kept", 0) == 1
 
 
 async def test_topic_tables_and_stats(tables: Tables) -> None:
@@ -171,8 +193,12 @@ async def test_topic_tables_and_stats(tables: Tables) -> None:
     answer = await answered(admin.all_topic_config, connection(), request(RequestCode.GET_ALL_TOPIC_CONFIG))
     assert "T" in orjson.loads(answer.body_bytes())["topicConfigTable"]
     answer = await answered(admin.topic_stats, connection(), request(RequestCode.GET_TOPIC_STATS_INFO, {"topic": "T"}))
-    table = orjson.loads(answer.body_bytes())["offsetTable"]
-    assert [(q["mq"]["queueId"], q["maxOffset"]) for q in table] == [(0, 2), (1, 0)]
+    # fastjson's TopicStatsTable: a map keyed by MessageQueue objects, fields in alphabetical order.
+    text = answer.body_bytes().decode()
+    assert text.startswith('{"offsetTable":{{"brokerName":"unit","queueId":0,"topic":"T"}:{"lastUpdateTimestamp":')
+    table = fastjson_queue_map(text, "offsetTable")
+    assert [(q["queueId"], v["minOffset"], v["maxOffset"]) for q, v in table] == [(0, 0, 2), (1, 0, 0)]
+    assert table[0][1]["lastUpdateTimestamp"] > 0 and table[1][1]["lastUpdateTimestamp"] == 0
     missing = await answered(admin.topic_stats, connection(), request(RequestCode.GET_TOPIC_STATS_INFO, {"topic": "X"}))
     assert missing.code == ResponseCode.TOPIC_NOT_EXIST
     no_header = await answered(admin.topic_stats, connection(), request(RequestCode.GET_TOPIC_STATS_INFO))
@@ -195,8 +221,11 @@ async def test_consume_stats_and_connections(tables: Tables) -> None:
     admin = processor(tables)
     answer = await answered(admin.consume_stats, connection(), request(RequestCode.GET_CONSUME_STATS,
                                                                       {"consumerGroup": "CG"}))
-    table = orjson.loads(answer.body_bytes())["offsetTable"]
-    assert [(q["brokerOffset"], q["consumerOffset"]) for q in table] == [(2, 1), (0, 0)]
+    text = answer.body_bytes().decode()
+    assert text.startswith('{"consumeTps":0.0,"offsetTable":{{"brokerName":"unit","queueId":0,"topic":"T"}:')
+    table = fastjson_queue_map(text, "offsetTable")
+    assert [(q["queueId"], v["brokerOffset"], v["consumerOffset"]) for q, v in table] == [(0, 2, 1), (1, 0, 0)]
+    assert table[0][1]["lastTimestamp"] > 0 and table[1][1]["lastTimestamp"] == 0
     no_group = await answered(admin.consume_stats, connection(), request(RequestCode.GET_CONSUME_STATS))
     assert no_group.code == ResponseCode.SYSTEM_ERROR
     header = GetConsumerListByGroupRequestHeader("CG").encode()
@@ -241,6 +270,32 @@ async def test_runtime_info_reports_the_store_and_the_table_writer(tables: Table
     answer = await answered(processor(tables).runtime_info, connection(), request(RequestCode.GET_BROKER_RUNTIME_INFO))
     table = orjson.loads(answer.body_bytes())["table"]
     assert table["tableWriteFailures"] == "0" and "dispatchBehindBytes" in table
+    assert all(isinstance(v, str) for v in table.values())
+    # What RocketMQ's tools parse: numbers with Long.parseLong, TPS as "tps10 tps60 tps600".
+    for key in ("msgPutTotalTodayNow", "msgGetTotalTodayNow", "msgPutTotalTodayMorning", "bootTimestamp",
+                "commitLogMaxOffset", "commitLogMinOffset", "dispatchBehindBytes", "earliestMessageTimeStamp",
+                "putMessageTimesTotal", "putMessageSizeTotal", "brokerVersion"):
+        assert int(table[key]) >= -1, key  # Long.parseLong; -1: no message yet, as Java says
+    assert table["brokerVersionDesc"] == "V4_9_8" and table["brokerVersion"] == "409"
+    assert len(table["getTotalTps"].split(" ")) == 3 and len(table["putTps"].split(" ")) == 3
+    assert float(table["putLatency99"]) >= 0 and float(table["commitLogDiskRatio"]) <= 1
+    assert table["commitLogDirCapacity"].startswith("Total : ")
+
+
+def fastjson_queue_map(text: str, field: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """Read ``field`` of a body as fastjson's parser does a ``Map<MessageQueue, V>``: a JSON
+    object whose keys are JSON objects.  Written here, apart from Apogee's own decoder."""
+    decoder = json.JSONDecoder()
+    start = text.index(f'"{field}":') + len(field) + 3
+    assert text[start] == "{", "fastjson's map parser expects an object"
+    pos, pairs = start + 1, []
+    while text[pos] != "}":
+        key, pos = decoder.raw_decode(text, pos)
+        assert text[pos] == ":"
+        value, pos = decoder.raw_decode(text, pos + 1)
+        pairs.append((key, value))
+        pos += text[pos] == ","
+    return pairs
 
 
 def reset(topic: str = "T", group: str = "CG", timestamp: int = 0, force: bool = True) -> RemotingCommand:

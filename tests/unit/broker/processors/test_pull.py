@@ -26,7 +26,7 @@ from tests.unit.broker.harness import Tables, answered, connection
 def processor(t: Tables) -> PullProcessor:
     return PullProcessor(
         config=t.config, store=t.store, topics=t.topics, subscriptions=t.subscriptions, offsets=t.offsets,
-        clients=t.clients, long_polling=t.long_polling, address=t.address,
+        clients=t.clients, long_polling=t.long_polling, address=t.address, stats=t.stats,
     )
 
 

@@ -36,7 +36,7 @@ def processor(t: Tables) -> SendProcessor:
     return SendProcessor(
         config=t.config, store_config=t.store_config, store=t.store, topics=t.topics,
         subscriptions=t.subscriptions, table_writer=t.table_writer, address=t.address,
-        max_delay_level=t.max_delay_level, topics_changed=t.topics_changed,
+        max_delay_level=t.max_delay_level, topics_changed=t.topics_changed, stats=t.stats,
     )
 
 
