@@ -281,3 +281,25 @@ async def test_a_reply_is_pushed_to_the_requester_as_rocketmq_pushes_it(broker: 
     finally:
         await requester.close()
         await replier.close()
+
+
+# --- system topics -----------------------------------------------
+
+
+async def test_system_topics_cannot_be_created_or_deleted_by_hand(broker: ServerProcess) -> None:
+    """UPDATE_AND_CREATE_TOPIC and DELETE_TOPIC_IN_BROKER refuse TopicValidator's system
+    topics and the broker's own names with RocketMQ's answer."""
+    client = RemotingClient()
+    try:
+        for topic in ("SCHEDULE_TOPIC_XXXX", "TBW102", "RMQ_SYS_TRANS_HALF_TOPIC", "rmq_sys_anything",
+                      "broker-a", "DefaultCluster"):
+            create = {"topic": topic, "defaultTopic": "TBW102", "readQueueNums": "1", "writeQueueNums": "1",
+                      "perm": "6", "topicFilterType": "SINGLE_TAG"}
+            for req in (RemotingCommand.request(RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": topic}),
+                        RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, create)):
+                resp = await client.invoke(broker.addr, req, T)
+                assert (resp.code, resp.remark) == (
+                    ResponseCode.SYSTEM_ERROR, f"The topic[{topic}] is conflict with system topic."
+                ), (topic, req.code)
+    finally:
+        await client.close()

@@ -31,6 +31,8 @@ from apogee.common.constants import (
     RMQ_SYS_TRANS_OP_HALF_TOPIC,
     SCHEDULE_TOPIC,
     SELF_TEST_TOPIC,
+    SYSTEM_TOPIC_PREFIX,
+    SYSTEM_TOPICS,
     TRANS_CHECK_MAX_TIME_TOPIC,
 )
 
@@ -55,6 +57,13 @@ NOT_ALLOWED_SEND_TOPICS: Final = frozenset(
      TRANS_CHECK_MAX_TIME_TOPIC, SELF_TEST_TOPIC, OFFSET_MOVED_EVENT}
 )
 """Topics the broker writes itself; producers may not send to them (TopicValidator)."""
+
+
+def is_system_topic(topic: str, own_names: tuple[str, ...] = ()) -> bool:
+    """TopicValidator.isSystemTopic: a topic of RocketMQ's system set or with the ``rmq_sys_``
+    prefix; a broker also counts its cluster and broker names (``own_names``), which it
+    registers as topics.  Such topics cannot be deleted or created by hand."""
+    return topic in SYSTEM_TOPICS or topic.startswith(SYSTEM_TOPIC_PREFIX) or topic in own_names
 
 
 def validate_topic(topic: str) -> str | None:

@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 from apogee.client.api import ClientAPI, check
 from apogee.client.instance import subscribe_queues
 from apogee.common import constants as c
+from apogee.common import validators
 from apogee.common.lenient_json import loads
 from apogee.errors import ConnectionClosedError, QueryNotFoundError, RemoteError, RequestTimeoutError
 from apogee.remoting.bodies.route import TopicRouteData, decode_topic_list
@@ -37,25 +38,12 @@ log = logging.getLogger("apogee.spark.broker")
 
 T = TypeVar("T")
 
-_SYSTEM_TOPICS = frozenset(
-    {
-        c.TBW102,
-        c.SCHEDULE_TOPIC,
-        c.RMQ_SYS_TRANS_HALF_TOPIC,
-        c.RMQ_SYS_TRANS_OP_HALF_TOPIC,
-        c.TRANS_CHECK_MAX_TIME_TOPIC,
-        c.RMQ_SYS_TRACE_TOPIC,
-        c.OFFSET_MOVED_EVENT,
-        c.SELF_TEST_TOPIC,
-        c.BENCHMARK_TOPIC,
-    }
-)
-
 
 def is_system_topic(topic: str) -> bool:
+    """Not a user's topic: RocketMQ's system topics, retry, dead-letter and reply topics."""
     return (
-        topic in _SYSTEM_TOPICS
-        or topic.startswith((c.RETRY_GROUP_TOPIC_PREFIX, c.DLQ_GROUP_TOPIC_PREFIX, "RMQ_SYS_", c.SYSTEM_TOPIC_PREFIX))
+        validators.is_system_topic(topic)
+        or topic.startswith((c.RETRY_GROUP_TOPIC_PREFIX, c.DLQ_GROUP_TOPIC_PREFIX, "RMQ_SYS_"))
         or topic.endswith(c.REPLY_TOPIC_POSTFIX)
     )
 

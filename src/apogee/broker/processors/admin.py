@@ -27,8 +27,9 @@ from apogee.broker.stats import GROUP_GET_NUMS, BrokerStats
 from apogee.broker.subscriptions import SubscriptionGroupConfig, SubscriptionGroupManager, group_config_problem
 from apogee.broker.topics import TopicConfigManager, topic_config_problem
 from apogee.common.config import properties_text
-from apogee.common.constants import SCHEDULE_TOPIC, SYSTEM_TOPIC_PREFIX, SYSTEM_TOPICS
+from apogee.common.constants import SCHEDULE_TOPIC, SYSTEM_TOPICS
 from apogee.common.lenient_json import loads
+from apogee.common.validators import is_system_topic, validate_topic
 from apogee.errors import HeaderError
 from apogee.remoting.bodies.admin import (
     ConsumeStats,
@@ -203,12 +204,21 @@ class AdminProcessor:
             )
         return req.response(ResponseCode.SUCCESS)
 
+    def _system_topic_refusal(self, req: RemotingCommand, topic: str) -> RemotingCommand | None:
+        """RocketMQ's answer when an admin request would create or delete a system topic
+        (or an illegal name); None when the topic may be changed."""
+        problem = validate_topic(topic)
+        if problem is not None:
+            return req.response(ResponseCode.SYSTEM_ERROR, problem)
+        if is_system_topic(topic, (self._config.broker_cluster_name, self._config.broker_name)):
+            return req.response(ResponseCode.SYSTEM_ERROR, f"The topic[{topic}] is conflict with system topic.")
+        return None
+
     async def create_topic(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         h = CreateTopicRequestHeader.decode(req.ext_fields)
-        if h.topic == self._config.broker_cluster_name:
-            return req.response(
-                ResponseCode.SYSTEM_ERROR, f"the topic[{h.topic}] is conflict with system reserved words."
-            )
+        refused = self._system_topic_refusal(req, h.topic)
+        if refused is not None:
+            return refused
         if not (1 <= h.read_queue_nums <= MAX_QUEUE_NUMS and 1 <= h.write_queue_nums <= MAX_QUEUE_NUMS):
             return req.response(
                 ResponseCode.SYSTEM_ERROR, f"readQueueNums and writeQueueNums must be between 1 and {MAX_QUEUE_NUMS}"
@@ -229,10 +239,9 @@ class AdminProcessor:
 
     async def delete_topic(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         h = DeleteTopicRequestHeader.decode(req.ext_fields)
-        if h.topic.startswith(SYSTEM_TOPIC_PREFIX):
-            return req.response(
-                ResponseCode.SYSTEM_ERROR, f"the topic[{h.topic}] is a system topic and cannot be deleted"
-            )
+        refused = self._system_topic_refusal(req, h.topic)
+        if refused is not None:
+            return refused
         self._topics.delete(h.topic)
         self._offsets.remove_topic(h.topic)
         self._stats.forget_topic(h.topic)

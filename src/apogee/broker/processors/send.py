@@ -439,7 +439,7 @@ class SendProcessor:
         if group_config is None:
             return self._refuse(req, rules.missing_group(group, self._subscriptions.creation_problem(group)))
         max_times = self._max_reconsume_times(req, h.max_reconsume_times, group_config.retry_max_times)
-        if reconsume_times > max_times:
+        if rewrite.to_dlq(reconsume_times, max_times, 0):
             dlq = c.dlq_topic(group)
             config, created = self._topics.create_system_like(dlq, c.DLQ_NUMS_PER_GROUP, PERM_RW)
             if created:

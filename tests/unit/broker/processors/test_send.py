@@ -165,11 +165,12 @@ async def test_a_broker_that_rejects_transactions_refuses_a_half_message(tables:
     assert answer.code == ResponseCode.NO_PERMISSION and stored_state(tables) == before
 
 
-async def test_a_send_to_a_retry_topic_past_the_max_reconsume_times_goes_to_the_dlq(tables: Tables) -> None:
+async def test_a_send_to_a_retry_topic_at_the_max_reconsume_times_goes_to_the_dlq(tables: Tables) -> None:
+    """RocketMQ's ``reconsumeTimes >= maxReconsumeTimes``: the client counted this attempt."""
     tables.subscriptions.put(SubscriptionGroupConfig("G", retry_max_times=2))
     sender = processor(tables)
-    fields(await call(sender.send, connection(), v1_send("%RETRY%G", b"again", reconsume_times=2)))
-    fields(await call(sender.send, connection(), v1_send("%RETRY%G", b"dead", reconsume_times=3)))
+    fields(await call(sender.send, connection(), v1_send("%RETRY%G", b"again", reconsume_times=1)))
+    fields(await call(sender.send, connection(), v1_send("%RETRY%G", b"dead", reconsume_times=2)))
     assert [m.body for m in await tables.messages("%RETRY%G", 0)] == [b"again"]
     assert [m.body for m in await tables.messages("%DLQ%G", 0)] == [b"dead"]
 
