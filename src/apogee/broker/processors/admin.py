@@ -68,6 +68,8 @@ from apogee.remoting.server import Processor, RequestDispatcher
 from apogee.store.message_store import MessageStore
 from apogee.store.time_search import Boundary
 
+SLAVE_READ_ONLY_REMARK = "Can't modify topic or subscription group from slave broker, please execute it from master broker."
+
 log = logging.getLogger("apogee.broker.admin")
 
 DEFAULT_QUERY_MAX_NUM = 32
@@ -204,6 +206,13 @@ class AdminProcessor:
             )
         return req.response(ResponseCode.SUCCESS)
 
+    def _slave_refusal(self, req: RemotingCommand) -> RemotingCommand | None:
+        """RocketMQ's validateSlave: topics and groups change on the master only; a slave copies
+        them from it (a change made here would be overwritten by the next copy)."""
+        if self._config.is_slave:
+            return req.response(ResponseCode.SYSTEM_ERROR, SLAVE_READ_ONLY_REMARK)
+        return None
+
     def _system_topic_refusal(self, req: RemotingCommand, topic: str) -> RemotingCommand | None:
         """RocketMQ's answer when an admin request would create or delete a system topic
         (or an illegal name); None when the topic may be changed."""
@@ -216,7 +225,7 @@ class AdminProcessor:
 
     async def create_topic(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         h = CreateTopicRequestHeader.decode(req.ext_fields)
-        refused = self._system_topic_refusal(req, h.topic)
+        refused = self._slave_refusal(req) or self._system_topic_refusal(req, h.topic)
         if refused is not None:
             return refused
         if not (1 <= h.read_queue_nums <= MAX_QUEUE_NUMS and 1 <= h.write_queue_nums <= MAX_QUEUE_NUMS):
@@ -239,7 +248,7 @@ class AdminProcessor:
 
     async def delete_topic(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         h = DeleteTopicRequestHeader.decode(req.ext_fields)
-        refused = self._system_topic_refusal(req, h.topic)
+        refused = self._slave_refusal(req) or self._system_topic_refusal(req, h.topic)
         if refused is not None:
             return refused
         self._topics.delete(h.topic)
@@ -451,6 +460,9 @@ class AdminProcessor:
     # --- subscription groups ------------------------------------------------------------------
 
     async def create_group(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+        refused = self._slave_refusal(req)
+        if refused is not None:
+            return refused
         try:
             config = SubscriptionGroupConfig.from_json(loads(req.body_bytes()))
         except (ValueError, KeyError, TypeError, AttributeError, OverflowError) as exc:
@@ -465,6 +477,9 @@ class AdminProcessor:
         return req.response(ResponseCode.SUCCESS, body=self._subscriptions.encode())
 
     async def delete_group(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+        refused = self._slave_refusal(req)
+        if refused is not None:
+            return refused
         name = (req.ext_fields or {}).get("groupName")
         if not name:
             raise HeaderError("the custom field <groupName> is null")
