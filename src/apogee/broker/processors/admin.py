@@ -68,7 +68,9 @@ from apogee.remoting.server import Processor, RequestDispatcher
 from apogee.store.message_store import MessageStore
 from apogee.store.time_search import Boundary
 
-SLAVE_READ_ONLY_REMARK = "Can't modify topic or subscription group from slave broker, please execute it from master broker."
+SLAVE_READ_ONLY_REMARK = (
+    "Can't modify topic or subscription group from slave broker, please execute it from master broker."
+)
 
 log = logging.getLogger("apogee.broker.admin")
 
