@@ -512,7 +512,8 @@ PyDoc_STRVAR(send_v2_fields_doc,
 "(topic, queue_id, sys_flag, born_timestamp, flag, properties, reconsume_times, stored\n"
 "properties length), read as SendMessageRequestHeaderV2.decode reads them and the\n"
 "properties checked as scan_single checks them.  None when the full path must judge: a\n"
-"missing, non-text or out-of-range field, a number that is not plain digits, a batch flag,\n"
+"missing, non-text or out-of-range field, a number that is not plain digits, a batch flag\n"
+"other than \"false\" (or a JSON false),\n"
 "or properties scan_single declines.");
 
 static PyObject *send_v2_fields(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -533,7 +534,11 @@ static PyObject *send_v2_fields(PyObject *self, PyObject *const *args, Py_ssize_
         Py_XINCREF(v[i]);
     }
     long long queue_id, sysflag, born, flag, reconsume = 0;
-    if (v[7] || !v[0] || !PyUnicode_CheckExact(v[0]) || !v[1] || !v[2] || !v[3] || !v[4]) goto decline;
+    /* The Java client sends batch=false ("m":"false") with every single send: only that exact
+     * spelling (or a JSON false) is taken here; any other value goes to the full decoder. */
+    int not_batch = !v[7] || v[7] == Py_False ||
+                    (PyUnicode_CheckExact(v[7]) && PyUnicode_CompareWithASCIIString(v[7], "false") == 0);
+    if (!not_batch || !v[0] || !PyUnicode_CheckExact(v[0]) || !v[1] || !v[2] || !v[3] || !v[4]) goto decline;
     if (!field_int(v[1], -2147483648LL, 2147483647LL, &queue_id) ||
         !field_int(v[2], -2147483648LL, 2147483647LL, &sysflag) ||
         !field_int(v[3], -(1LL << 62), 1LL << 62, &born) ||

@@ -352,7 +352,7 @@ field_values = st.one_of(
     "b": st.sampled_from(["T", "%RETRY%g"]), "e": field_values, "f": field_values, "g": field_values, "h": field_values,
 }, optional={
     "i": st.sampled_from(["", "TAGS\x01A", "WAIT\x01true\x02KEYS\x01k", "DELAY\x013", "A\x01b\x02A\x01c"]),
-    "j": field_values, "m": st.sampled_from(["true", "false"]),
+    "j": field_values, "m": st.sampled_from(["true", "false", "False", " false", False, True, 0]),
 }))
 def test_send_v2_fields_read_the_header_as_its_decoder_does(ext: dict[str, object]) -> None:
     from apogee.errors import HeaderError
@@ -368,14 +368,16 @@ def test_send_v2_fields_read_the_header_as_its_decoder_does(ext: dict[str, objec
     props = h.properties or ""
     assert got == (h.topic, h.queue_id, h.sys_flag, h.born_timestamp, h.flag, props, h.reconsume_times or 0,
                    native.scan_single(props.encode(), b"CLUSTER\x01c"))
-    assert h.batch is None
+    assert not h.batch
 
 
 def test_send_v2_fields_declines_what_needs_an_answer() -> None:
     ok = {"b": "T", "e": "1", "f": "0", "g": "1700000000000", "h": "0", "i": "TAGS\x01A"}
     assert native.send_v2_fields(ok, b"CLUSTER\x01c", _V2_KEYS) == ("T", 1, 0, 1700000000000, 0, "TAGS\x01A", 0, 16)
     assert native.send_v2_fields(ok | {"e": 1}, b"", _V2_KEYS)[1] == 1  # a JSON number (the C++ client)
-    for bad in ({"e": "1.5"}, {"e": " 1"}, {"e": "+1"}, {"e": "2147483648"}, {"g": None}, {"m": "true"},
+    for not_batch in ("false", False):  # the Java client's "m":"false" on every single send
+        assert native.send_v2_fields(ok | {"m": not_batch}, b"CLUSTER\x01c", _V2_KEYS) is not None
+    for bad in ({"e": "1.5"}, {"e": " 1"}, {"e": "+1"}, {"e": "2147483648"}, {"g": None}, {"m": "true"}, {"m": "False"}, {"m": 0},
                 {"i": "DELAY\x012"}, {"i": "A\x01\ud800"}, {"b": 5}):
         assert native.send_v2_fields(ok | bad, b"CLUSTER\x01c", _V2_KEYS) is None, bad
     missing = dict(ok)
