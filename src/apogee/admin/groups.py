@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 
 from apogee.admin.base import AdminBase, Tick, load_object
-from apogee.admin.errors import GroupNotFoundError
+from apogee.admin.errors import GroupNotFoundError, TopicNotFoundError
 from apogee.common import constants as c
 from apogee.common.lenient_json import KeyedPairs
 from apogee.common.message import MessageQueue
@@ -177,7 +177,13 @@ class GroupAdmin(AdminBase):
     async def consume_stats(self, group: str, topic: str | None = None) -> ConsumeStats:
         """GET_CONSUME_STATS (208): broker and consumer offsets of ``group`` on ``topic`` (on
         every topic it consumes when None, asked of its retry topic's brokers, as RocketMQ)."""
-        masters = await self.masters(topic if topic is not None else c.retry_topic(group))
+        if topic is not None:
+            masters = await self.masters(topic)
+        else:
+            try:
+                masters = await self.masters(c.retry_topic(group))
+            except TopicNotFoundError:  # no consumer ever started: ask every master
+                masters = await self.cluster_masters()
         total = ConsumeStats({}, 0.0)
         ext = {"consumerGroup": group, **({"topic": topic} if topic is not None else {})}
         for addr in masters.values():
@@ -189,14 +195,8 @@ class GroupAdmin(AdminBase):
     async def group_progress(self, group: str, topic: str | None = None) -> tuple[list[QueueProgress], float]:
         """mqadmin consumerProgress -g: each queue's broker offset, committed offset and last
         consume time, and the group's TPS; an unknown group is an error."""
-        try:
-            stats = await self.consume_stats(group, topic)
-        except GroupNotFoundError:
-            raise
-        except RemoteError:
-            stats = ConsumeStats({}, 0.0)
-        if not stats.offset_table:
-            await self.require_group(group)
+        await self.require_group(group)  # 208 answers any group name (offsets 0)
+        stats = await self.consume_stats(group, topic)
         rows = [QueueProgress(MessageQueue(q.topic, q.broker_name, q.queue_id), w.broker_offset, w.consumer_offset,
                               w.last_timestamp) for q, w in stats.offset_table.items()]
         rows.sort(key=lambda r: (r.queue.topic, r.queue.broker_name, r.queue.queue_id))
@@ -259,7 +259,11 @@ class GroupAdmin(AdminBase):
         consumers are told to resume there at once."""
         header = ResetOffsetRequestHeader(topic, group, timestamp_ms, force).encode()
         out: dict[MessageQueue, int] = {}
-        for name, addr in (await self.masters(topic)).items():
+        masters = await self.masters(topic)
+        # A broker that creates groups on demand (autoCreateSubscriptionGroup, RocketMQ's default)
+        # would reset a misspelt group too: ask first.
+        await self.require_group(group, sorted(masters.values()))
+        for name, addr in masters.items():
             resp = await self.call_broker(
                 addr, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, header,
                 ok=(ResponseCode.SUCCESS, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST),

@@ -80,7 +80,7 @@ BOOL = click.BOOL  # mqadmin's true|false option values
 class Output:
     """Where a command's results go: rich tables and lines for people, or (``--json``) one
     JSON object for scripts: each table under its name as a list of objects keyed by the
-    column names, ``values`` for single figures, ``messages`` for the lines."""
+    column names, ``values`` for single figures, ``lines`` for the lines."""
 
     def __init__(self, json_mode: bool) -> None:
         self.json_mode = json_mode
@@ -108,7 +108,7 @@ class Output:
 
     def line(self, text: str) -> None:
         if self.json_mode:
-            self.doc.setdefault("messages", []).append(text)
+            self.doc.setdefault("lines", []).append(text)
         else:
             self.console.print(text, markup=False, highlight=False, soft_wrap=True)
 

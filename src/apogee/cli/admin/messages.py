@@ -162,7 +162,7 @@ async def print_msg_by_queue(admin: AdminClient, out: Output, topic: str, broker
 @opt("i", "queueId", type=int, help="Only this queue (with -b).")
 @opt("o", "offset", type=int, help="From this offset (default: each queue's first).")
 @opt("g", "consumerGroup", default="TOOLS_CONSUMER", show_default=True)
-@opt("c", "MessageNumber", "--message-number", dest="count", type=int, default=128, show_default=True,
+@opt("c", "MessageNumber", dest="count", type=int, default=128, show_default=True,
      help="How many messages at most.")
 @opt("s", "beginTimestamp", help="From the message stored nearest this time.")
 @opt("e", "endTimestamp", help="Up to the message stored nearest this time.")
