@@ -132,19 +132,23 @@ class AdminBase:
         except (ConnectionClosedError, RequestTimeoutError) as exc:
             raise type(exc)(f"cannot reach the broker at {addr}: {exc}") from None
         if resp.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED and resp.code not in ok:
-            raise await self._unsupported_by_broker(addr, code, resp.remark)
+            raise await self._unsupported(addr, code, "broker", resp.remark)
         return check(resp, ok)
 
-    async def _unsupported_by_broker(self, addr: str, code: int, remark: str | None) -> Exception:
-        probe = await self._invoke(addr, RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO))
+    async def _unsupported(self, addr: str, code: int, kind: str, remark: str | None = None) -> Exception:
+        """Why ``addr`` answered REQUEST_CODE_NOT_SUPPORTED to a ``kind`` ("broker" or
+        "NameServer") code: if it serves the other kind's probe (106 for a NameServer, 28 for
+        a broker), it is the other kind of server, and the error says so."""
+        other = "NameServer" if kind == "broker" else "broker"
+        probe_code = RequestCode.GET_BROKER_CLUSTER_INFO if kind == "broker" else RequestCode.GET_BROKER_RUNTIME_INFO
+        probe = await self._invoke(addr, RemotingCommand.request(probe_code))
         if probe.code == ResponseCode.SUCCESS:
-            return WrongServerError(
-                f"{addr} is a NameServer, not a broker: give a broker's address "
-                "(`apogee admin cluster-list` lists them)"
-            )
+            hint = ("give a broker's address (`apogee admin cluster-list` lists them)" if kind == "broker"
+                    else "give the NameServer's address with -n (or NAMESRV_ADDR), the one the broker registers with")
+            return WrongServerError(f"{addr} is a {other}, not a {kind}: {hint}")
         return RequestCodeNotSupportedError(
             ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
-            f"the broker at {addr} does not serve request code {_code_name(code)} ({remark or 'not supported'})",
+            f"the {kind} at {addr} does not serve request code {_code_name(code)} ({remark or 'not supported'})",
         )
 
     async def call_namesrv(
@@ -182,15 +186,7 @@ class AdminBase:
         """A broker answers a NameServer code with REQUEST_CODE_NOT_SUPPORTED and serves its
         runtime info (28): then the address is a broker's, and the error says so."""
         if resp.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED and resp.code not in ok:
-            probe = await self._invoke(addr, RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO))
-            if probe.code == ResponseCode.SUCCESS:
-                raise WrongServerError(
-                    f"{addr} is a broker, not a NameServer: give the NameServer's address with -n "
-                    "(or NAMESRV_ADDR), the one the broker registers with"
-                )
-            raise RequestCodeNotSupportedError(
-                resp.code, f"the NameServer at {addr} does not serve request code {_code_name(code)}"
-            )
+            raise await self._unsupported(addr, code, "NameServer", resp.remark)
         return check(resp, ok)
 
     def _unreachable(self, exc: Exception, addr: str | None = None) -> NameServerUnreachableError:

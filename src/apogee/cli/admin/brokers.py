@@ -115,13 +115,17 @@ async def delete_expired_commit_log(admin: AdminClient, out: Output, broker_addr
     await _each(admin, out, broker_addr, cluster_name, admin.delete_expired_commitlog, "delete expired CommitLog on")
 
 
+def _write_perm_line(out: Output, verb: str, broker_name: str, counts: dict[str, int]) -> None:
+    for addr, count in counts.items():
+        out.line(f"{verb} write perm of broker[{broker_name}] in name server[{addr}] OK, {count}")
+
+
 @admin_group.admin("wipe-write-perm", "wipeWritePerm")
 @opt("b", "brokerName", required=True)
 @admin_command
 async def wipe_write_perm(admin: AdminClient, out: Output, broker_name: str) -> None:
     """Take write permission from a broker's topics on every NameServer (drain it before a stop)."""
-    for addr, count in (await admin.wipe_write_perm(broker_name)).items():
-        out.line(f"wipe write perm of broker[{broker_name}] in name server[{addr}] OK, {count}")
+    _write_perm_line(out, "wipe", broker_name, await admin.wipe_write_perm(broker_name))
 
 
 @admin_group.admin("add-write-perm", "addWritePerm")
@@ -129,8 +133,7 @@ async def wipe_write_perm(admin: AdminClient, out: Output, broker_name: str) -> 
 @admin_command
 async def add_write_perm(admin: AdminClient, out: Output, broker_name: str) -> None:
     """Give write permission back to a broker's topics on every NameServer."""
-    for addr, count in (await admin.add_write_perm(broker_name)).items():
-        out.line(f"add write perm of broker[{broker_name}] in name server[{addr}] OK, {count}")
+    _write_perm_line(out, "add", broker_name, await admin.add_write_perm(broker_name))
 
 
 @admin_group.admin("get-namesrv-config", "getNamesrvConfig")
