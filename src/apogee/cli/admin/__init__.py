@@ -1,7 +1,9 @@
-"""``apogee admin``: mqadmin's commands, grouped by noun, over ``apogee.admin``."""
+"""``apogee admin``: mqadmin's commands (but ACL), grouped by noun, over ``apogee.admin``."""
 
-from apogee.cli.admin import status as _status  # noqa: F401  registers broker-status, topic-status
-from apogee.cli.admin import topics as _topics  # noqa: F401  registers update-topic
+from apogee.cli.admin import brokers as _brokers  # noqa: F401  registers cluster, broker, NameServer commands
+from apogee.cli.admin import groups as _groups  # noqa: F401  registers group and offset commands
+from apogee.cli.admin import messages as _messages  # noqa: F401  registers message commands
+from apogee.cli.admin import topics as _topics  # noqa: F401  registers topic commands
 from apogee.cli.admin import trace as _trace  # noqa: F401  registers query-msg-trace-by-id
 from apogee.cli.admin.commands import admin_group
 

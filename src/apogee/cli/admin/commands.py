@@ -1,27 +1,38 @@
-"""The ``apogee admin`` subcommands, with mqadmin's names (kebab-case) and short flags.
+"""The ``apogee admin`` group and what every subcommand shares.
 
-Each command prints a table or a message and exits 0, or prints one line on stderr and exits
-non-zero (``--debug`` shows the traceback).
+Each command is defined once, under its kebab-case name, and answers to mqadmin's camelCase
+name too (``update-topic`` and ``updateTopic``): ``AdminGroup`` keeps the aliases.  Options
+take mqadmin's letters and long names (``-b`` / ``--broker-addr`` / ``--brokerAddr``, see
+``opt``).  ``-n`` falls back to ``NAMESRV_ADDR`` as RocketMQ's tools do.  Every command prints
+tables for people or, with ``--json``, one JSON document for scripts (``Output``), and walks
+over many brokers or queues with a progress bar when stderr is a terminal.  A failure is one
+line on stderr naming its cause and a non-zero exit (``--debug`` shows the traceback).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import functools
+import re
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import click
+import orjson
 from rich.console import Console
+from rich.progress import Progress
 from rich.table import Table
 
+from apogee.admin.base import Tick
 from apogee.admin.client import AdminClient, FoundMessage
 from apogee.cli.status import ExitStatus
 from apogee.errors import ApogeeError
 from apogee.remoting.loop import run
 
 BODY_PREVIEW = 200
+NAMESRV_ENV = "NAMESRV_ADDR"
 
 
 def parse_timestamp(text: str) -> int:
@@ -46,176 +57,221 @@ def _fmt_ms(ms: int) -> str:
     return dt.datetime.fromtimestamp(ms / 1000).isoformat(sep=" ", timespec="milliseconds") if ms > 0 else "-"
 
 
+def _kebab(camel: str) -> str:
+    return re.sub(r"(?<=[a-z0-9])([A-Z])", r"-\1", camel).lower()
+
+
+def opt(short: str | None, camel: str, *decls: str, dest: str | None = None, **kwargs: Any) -> Callable[[Any], Any]:
+    """A click option under mqadmin's letter (``-b``), its long name in kebab case
+    (``--broker-addr``) and, when different, mqadmin's camelCase (``--brokerAddr``); the
+    parameter is the snake-case name (or ``dest``).  ``decls`` adds more names."""
+    kebab = _kebab(camel)
+    names = [f"-{short}"] if short else []
+    names.append(f"--{kebab}")
+    if camel != kebab:
+        names.append(f"--{camel}")
+    names.extend(decls)
+    return click.option(*names, dest or kebab.replace("-", "_"), **kwargs)
+
+
+BOOL = click.BOOL  # mqadmin's true|false option values
+
+
+class Output:
+    """Where a command's results go: rich tables and lines for people, or (``--json``) one
+    JSON object for scripts: each table under its name as a list of objects keyed by the
+    column names, ``values`` for single figures, ``lines`` for the lines."""
+
+    def __init__(self, json_mode: bool) -> None:
+        self.json_mode = json_mode
+        self.console = Console(soft_wrap=False, width=None if sys.stdout.isatty() else 200)
+        self.doc: dict[str, Any] = {}
+
+    def table(self, columns: list[str], rows: list[list[Any]], name: str = "rows", title: str | None = None) -> None:
+        if self.json_mode:
+            self.doc.setdefault(name, []).extend(dict(zip(columns, row, strict=True)) for row in rows)
+            return
+        table = Table(*columns, title=title)
+        for row in rows:
+            table.add_row(*("" if v is None else str(v) for v in row))
+        self.console.print(table)
+
+    def pairs(self, items: dict[str, Any], name: str, title: str | None = None) -> None:
+        """A key/value table (a message, a config, runtime info)."""
+        if self.json_mode:
+            self.doc[name] = items
+            return
+        table = Table("key", "value", title=title)
+        for k, v in items.items():
+            table.add_row(str(k), "" if v is None else str(v))
+        self.console.print(table)
+
+    def line(self, text: str) -> None:
+        if self.json_mode:
+            self.doc.setdefault("lines", []).append(text)
+        else:
+            self.console.print(text, markup=False, highlight=False, soft_wrap=True)
+
+    def items(self, name: str, values: list[str]) -> None:
+        """A plain list: one per line for people, a JSON array under ``name``."""
+        if self.json_mode:
+            self.doc[name] = values
+        else:
+            for v in values:
+                self.line(v)
+
+    def value(self, key: str, value: Any, label: str | None = None) -> None:
+        if self.json_mode:
+            self.doc.setdefault("values", {})[key] = value
+        else:
+            self.line(f"{label or key}: {value}")
+
+    def data(self, key: str, value: Any) -> None:
+        """Structured data printed as JSON in both modes (answers that are JSON by nature)."""
+        if self.json_mode:
+            self.doc[key] = value
+        else:
+            self.console.print_json(orjson.dumps(value, default=str).decode())
+
+    @contextmanager
+    def progress(self, what: str) -> Iterator[Tick | None]:
+        """A progress bar on stderr while a walk runs, only when stderr is a terminal."""
+        if self.json_mode or not sys.stderr.isatty():
+            yield None
+            return
+        with Progress(console=Console(stderr=True), transient=True) as bar:
+            task = bar.add_task(what, total=None)
+
+            def tick(done: int, total: int) -> None:
+                bar.update(task, completed=done, total=total)
+
+            yield tick
+
+    def finish(self) -> None:
+        if self.json_mode:
+            click.echo(orjson.dumps(self.doc, default=str, option=orjson.OPT_INDENT_2).decode())
+
+
+class AdminGroup(click.Group):
+    """A group whose commands also answer to mqadmin's names (``updateTopic``), case-insensitively."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.aliases: dict[str, str] = {}  # lower-cased mqadmin name -> command name
+
+    def admin(self, name: str, mqadmin: str | None = None, **kwargs: Any) -> Callable[[Any], click.Command]:
+        """``@admin_group.admin("update-topic", "updateTopic")``: register under both names."""
+
+        def decorator(fn: Any) -> click.Command:
+            if mqadmin:
+                self.aliases[mqadmin.lower()] = name
+                doc = (fn.__doc__ or "").strip()
+                first, _, rest = doc.partition("\n")
+                fn.__doc__ = f"{first} (mqadmin {mqadmin})\n{rest}"
+            cmd: click.Command = self.command(name, **kwargs)(fn)
+            return cmd
+
+        return decorator
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        cmd = super().get_command(ctx, cmd_name)
+        if cmd is None:
+            alias = self.aliases.get(cmd_name.lower())
+            if alias is not None:
+                cmd = super().get_command(ctx, alias)
+        return cmd
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        name, cmd, rest = super().resolve_command(ctx, args)
+        return (cmd.name if cmd is not None else name), cmd, rest
+
+
+@click.group("admin", cls=AdminGroup)
+def admin_group() -> None:
+    """Administer a cluster: every mqadmin 4.9 command but ACL, under its kebab-case or mqadmin name.
+
+    -n (or NAMESRV_ADDR) names the NameServer(s), separated by ';'.  --json prints one JSON
+    document instead of tables.
+    """
+
+
+assert isinstance(admin_group, AdminGroup)
+
+
 def admin_command(fn: Callable[..., Awaitable[None]]) -> Callable[..., None]:
-    """Run an async command body with an AdminClient; errors become one line and an exit code."""
+    """Run ``fn(admin, out, **options)`` with an AdminClient on ``-n``; errors become one line
+    on stderr and exit status 1."""
 
     @functools.wraps(fn)
-    def wrapper(namesrv: str, debug: bool, **kwargs: Any) -> None:
-        console = Console()
+    def wrapper(namesrv: str | None, debug: bool, json_mode: bool, **kwargs: Any) -> None:
+        if not namesrv:
+            raise click.UsageError(f"no NameServer address: give -n HOST:PORT or set {NAMESRV_ENV}")
+        out = Output(json_mode)
 
         async def body() -> None:
             async with AdminClient(namesrv) as admin:
-                await fn(admin, console, **kwargs)
+                await fn(admin, out, **kwargs)
 
         try:
             run(body())
         except ApogeeError as exc:
             if debug:
                 raise
+            out.finish()
             click.echo(f"error: {exc}", err=True)
             sys.exit(ExitStatus.ERROR)
+        out.finish()
 
     wrapper = click.option("--debug", is_flag=True, help="Show tracebacks.")(wrapper)
-    wrapper = click.option("--namesrv", "-n", required=True, metavar="ADDRS", help="NameServer addresses.")(wrapper)
+    wrapper = click.option("--json", "json_mode", is_flag=True, help="Print one JSON document (for scripts).")(wrapper)
+    wrapper = click.option(
+        "--namesrv", "-n", "--namesrvAddr", "namesrv", envvar=NAMESRV_ENV, metavar="ADDRS",
+        help=f"NameServer addresses, ';'-separated (default: ${NAMESRV_ENV}).",
+    )(wrapper)
     return wrapper
 
 
-def print_messages(console: Console, found: list[FoundMessage]) -> None:
+def message_record(item: FoundMessage) -> dict[str, Any]:
+    """A found message as mqadmin's queryMsg* commands show it."""
+    m = item.message
+    body = m.body[:BODY_PREVIEW]
+    try:
+        preview = body.decode("utf-8")
+    except UnicodeDecodeError:
+        preview = body.hex()
+    return {
+        "Topic": m.topic,
+        "Tags": m.tags or "",
+        "Keys": " ".join(m.keys),
+        "Msg id": m.msg_id,
+        "Offset msg id": m.offset_msg_id,
+        "Queue": f"{item.broker_name or m.store_host[0]} / {m.queue_id} @ {m.queue_offset}",
+        "CommitLog offset": m.commit_log_offset,
+        "Born": f"{_fmt_ms(m.born_timestamp)} from {m.born_host[0]}:{m.born_host[1]}",
+        "Stored": f"{_fmt_ms(m.store_timestamp)} on {m.store_host[0]}:{m.store_host[1]}",
+        "Reconsume times": m.reconsume_times,
+        "Properties": ", ".join(f"{k}={v}" for k, v in sorted(m.properties.items())),
+        "Body": f"{preview}{'…' if len(m.body) > BODY_PREVIEW else ''} ({len(m.body)} bytes)",
+    }
+
+
+def print_messages(out: Output, found: list[FoundMessage], name: str = "messagesFound") -> None:
     if not found:
-        console.print("no message found")
+        out.line("no message found")
+        if out.json_mode:
+            out.doc.setdefault(name, [])
         return
     for item in found:
-        m = item.message
-        table = Table(show_header=False, box=None, pad_edge=False)
-        table.add_column(style="bold")
-        table.add_column()
-        rows = [
-            ("Topic", m.topic),
-            ("Tags", m.tags or ""),
-            ("Keys", " ".join(m.keys)),
-            ("Msg id", m.msg_id),
-            ("Offset msg id", m.offset_msg_id),
-            ("Queue", f"{item.broker_name or m.store_host[0]} / {m.queue_id} @ {m.queue_offset}"),
-            ("CommitLog offset", str(m.commit_log_offset)),
-            ("Born", f"{_fmt_ms(m.born_timestamp)} from {m.born_host[0]}:{m.born_host[1]}"),
-            ("Stored", f"{_fmt_ms(m.store_timestamp)} on {m.store_host[0]}:{m.store_host[1]}"),
-            ("Reconsume times", str(m.reconsume_times)),
-            ("Properties", ", ".join(f"{k}={v}" for k, v in sorted(m.properties.items()))),
-        ]
-        body = m.body[:BODY_PREVIEW]
-        try:
-            preview = body.decode("utf-8")
-        except UnicodeDecodeError:
-            preview = body.hex()
-        rows.append(("Body", f"{preview}{'…' if len(m.body) > BODY_PREVIEW else ''} ({len(m.body)} bytes)"))
-        for k, v in rows:
-            table.add_row(k, v)
-        console.print(table)
-        console.print()
-
-
-@click.group("admin")
-def admin_group() -> None:
-    """Administer a cluster: messages, offsets, topics (mqadmin's commands)."""
-
-
-@admin_group.command("query-msg-by-id")
-@click.option("--msg-id", "-i", required=True, help="Offset message id, or a unique id (UNIQ_KEY) with -t.")
-@click.option("--topic", "-t", help="Topic to search for a unique id.")
-@admin_command
-async def query_msg_by_id(admin: AdminClient, console: Console, msg_id: str, topic: str | None) -> None:
-    """Show a message by its id."""
-    print_messages(console, await admin.query_by_id(msg_id, topic))
-
-
-@admin_group.command("query-msg-by-key")
-@click.option("--topic", "-t", required=True)
-@click.option("--key", "-k", "key", required=True)
-@click.option(
-    "--begin", "-b", "begin", default="0", help="Stored at or after (ms, ISO 8601 or yyyy-MM-dd#HH:mm:ss:SSS)."
-)
-@click.option("--end", "-e", "end", default=str(2**62), help="Stored at or before.")
-@click.option("--max", "max_num", default=32, show_default=True)
-@admin_command
-async def query_msg_by_key(
-    admin: AdminClient, console: Console, topic: str, key: str, begin: str, end: str, max_num: int
-) -> None:
-    """Show the messages with a key, newest first."""
-    found = await admin.query_by_key(
-        topic, key, begin_ms=parse_timestamp(begin), end_ms=parse_timestamp(end), max_num=max_num
-    )
-    print_messages(console, found)
-
-
-@admin_group.command("query-msg-by-offset")
-@click.option("--topic", "-t", required=True)
-@click.option("--broker-name", "-b", required=True)
-@click.option("--queue-id", "-i", type=int, required=True)
-@click.option("--offset", "-o", type=int, required=True)
-@admin_command
-async def query_msg_by_offset(
-    admin: AdminClient, console: Console, topic: str, broker_name: str, queue_id: int, offset: int
-) -> None:
-    """Show the message at a queue offset."""
-    msg = await admin.message_at(topic, broker_name, queue_id, offset)
-    print_messages(console, [FoundMessage(msg, broker_name)] if msg else [])
-
-
-@admin_group.command("reset-offset-by-time")
-@click.option("--group", "-g", required=True)
-@click.option("--topic", "-t", required=True)
-@click.option("--timestamp", "-s", required=True, help="ms, ISO 8601, yyyy-MM-dd#HH:mm:ss:SSS, or 'now' for the end.")
-@click.option("--force/--no-force", "-f", default=True, show_default=True, help="Also move offsets forward.")
-@admin_command
-async def reset_offset_by_time(
-    admin: AdminClient, console: Console, group: str, topic: str, timestamp: str, force: bool
-) -> None:
-    """Rewind (or forward) a consumer group to a time; live consumers resume there at once."""
-    ts = -1 if timestamp == "now" else parse_timestamp(timestamp)
-    offsets = await admin.reset_offset_by_time(group, topic, ts, force=force)
-    table = Table("broker", "queue", "new offset")
-    for mq, offset in sorted(offsets.items()):
-        table.add_row(mq.broker_name, str(mq.queue_id), str(offset))
-    console.print(table)
-
-
-@admin_group.command("consumer-progress")
-@click.option("--group", "-g", required=True)
-@click.option("--topic", "-t", required=True)
-@admin_command
-async def consumer_progress(admin: AdminClient, console: Console, group: str, topic: str) -> None:
-    """Broker offset, committed offset and lag of each queue."""
-    rows = await admin.consumer_progress(group, topic)
-    table = Table("broker", "queue", "broker offset", "consumer offset", "lag")
-    for r in rows:
-        table.add_row(
-            r.queue.broker_name, str(r.queue.queue_id), str(r.broker_offset), str(r.consumer_offset), str(r.lag)
-        )
-    console.print(table)
-    console.print(f"total lag: {sum(r.lag for r in rows)}")
-
-
-@admin_group.command("topic-list")
-@admin_command
-async def topic_list(admin: AdminClient, console: Console) -> None:
-    """Every topic the NameServer knows."""
-    for topic in await admin.topic_list():
-        console.print(topic)
-
-
-@admin_group.command("topic-route")
-@click.option("--topic", "-t", required=True)
-@admin_command
-async def topic_route(admin: AdminClient, console: Console, topic: str) -> None:
-    """Brokers and queues of a topic."""
-    route = await admin.route(topic)
-    table = Table("broker", "addresses", "read queues", "write queues", "perm")
-    addrs = {b.broker_name: b.broker_addrs for b in route.broker_datas}
-    for q in route.queue_datas:
-        table.add_row(q.broker_name, ", ".join(f"{k}:{v}" for k, v in sorted(addrs.get(q.broker_name, {}).items())),
-                      str(q.read_queue_nums), str(q.write_queue_nums), str(q.perm))
-    console.print(table)
-
-
-@admin_group.command("cluster-list")
-@admin_command
-async def cluster_list(admin: AdminClient, console: Console) -> None:
-    """Clusters and their brokers."""
-    brokers, clusters = await admin.cluster_info()
-    table = Table("cluster", "broker", "addresses")
-    for cluster, names in sorted(clusters.items()):
-        for name in names:
-            data = brokers.get(name)
-            addrs = getattr(data, "broker_addrs", {})
-            table.add_row(cluster, name, ", ".join(f"{k}:{v}" for k, v in sorted(addrs.items())))
-    console.print(table)
+        record = message_record(item)
+        if out.json_mode:
+            out.doc.setdefault(name, []).append(record)
+        else:
+            table = Table(show_header=False, box=None, pad_edge=False)
+            table.add_column(style="bold")
+            table.add_column()
+            for k, v in record.items():
+                table.add_row(k, str(v))
+            out.console.print(table)
+            out.console.print()

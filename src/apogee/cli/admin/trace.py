@@ -13,11 +13,8 @@ from __future__ import annotations
 
 import datetime as dt
 
-import click
-from rich.console import Console
-
 from apogee.admin.client import AdminClient
-from apogee.cli.admin.commands import admin_command, admin_group
+from apogee.cli.admin.commands import Output, admin_command, admin_group, opt
 from apogee.client.trace import TRACE_TOPIC, ConsumeReturnType, MessageTrace
 from apogee.client.trace.view import Consumption
 
@@ -77,17 +74,17 @@ def trace_lines(trace: MessageTrace) -> list[str]:
     return lines
 
 
-@admin_group.command("query-msg-trace-by-id")
-@click.option("--msg-id", "-i", required=True, help="The message's id (UNIQ_KEY, as send results and consumers show).")
-@click.option("--trace-topic", "-t", default=TRACE_TOPIC, show_default=True, help="The topic the traces went to.")
+@admin_group.admin("query-msg-trace-by-id", "queryMsgTraceById")
+@opt("i", "msgId", required=True, help="The message's id (UNIQ_KEY, as send results and consumers show).")
+@opt("t", "traceTopic", default=TRACE_TOPIC, show_default=True, help="The topic the traces went to.")
 @admin_command
-async def query_msg_trace_by_id(admin: AdminClient, console: Console, msg_id: str, trace_topic: str) -> None:
+async def query_msg_trace_by_id(admin: AdminClient, out: Output, msg_id: str, trace_topic: str) -> None:
     """Show a message's trace: its send and each consumer group's consumption."""
     msg_id = msg_id.strip()
     trace = await admin.message_trace(msg_id, trace_topic.strip())
     if trace.empty:
-        console.print(f"no trace of message {msg_id} in {trace_topic}", markup=False, highlight=False)
+        out.line(f"no trace of message {msg_id} in {trace_topic}")
     for line in trace_lines(trace):
-        console.print(line, markup=False, highlight=False, soft_wrap=True)
+        out.line(line)
     if trace.malformed:
-        console.print(f"({trace.malformed} trace record(s) could not be read)", markup=False, highlight=False)
+        out.line(f"({trace.malformed} trace record(s) could not be read)")
