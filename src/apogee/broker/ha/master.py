@@ -145,7 +145,10 @@ class HAMaster:
     def _wake_all(self) -> None:
         """After appends (once per loop turn): wake every sender, and note when the log grew
         past its new end (``lagMs`` of a slave inside a record)."""
-        for link in self.links.values():
+        links = self.links
+        if not links:
+            return
+        for link in links.values():
             link.wake.set()
         now_ms = time.time_ns() // 1_000_000
         marks = self._marks_ms

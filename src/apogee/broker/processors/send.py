@@ -350,6 +350,8 @@ class SendProcessor:
         properties the broker stores as they are apart from WAIT dropped and CLUSTER added
         (no DELAY, TRAN_MSG or CLUSTER, no duplicate or empty name; ``native.scan_single``).
         Header numbers outside their Java ranges are declined by ``native.send_v2_fields``.
+        When puts wait (SYNC_FLUSH, SYNC_MASTER) a WAIT other than one plain ``WAIT=true`` is
+        declined (``send_rules.plain_waits_unclear``): the fast path always waits.
         The stored record is byte for byte the one the full path writes.
         """
         ext = req.ext_fields
