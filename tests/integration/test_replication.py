@@ -10,7 +10,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
+import shutil
 import struct
+import subprocess
+import sys
 from pathlib import Path
 
 import orjson
@@ -111,6 +114,29 @@ async def closed_by_master(reader: asyncio.StreamReader, timeout_s: float) -> bo
     return True
 
 
+async def bad_peers(port: int, batch: int) -> None:
+    """100 links, one bad report each: past the end, negative, a partial one and an
+    oversized 1 MiB blob of junk, in turn."""
+    kinds = (struct.pack(">q", 1 << 60), b"\xff" * 8, b"\x01\x02\x03", b"\x7f" * (1 << 20))
+    for i in range(100):
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(kinds[(batch + i) % len(kinds)])
+        with contextlib.suppress(ConnectionError):
+            await writer.drain()
+        writer.close()
+        with contextlib.suppress(ConnectionError):
+            await writer.wait_closed()
+
+
+async def drip(writer: asyncio.StreamWriter) -> None:
+    """A slowloris: a valid report one byte at a time, too slow to finish in haHousekeepingInterval."""
+    with contextlib.suppress(ConnectionError):
+        for byte in struct.pack(">q", 0)[:7]:
+            writer.write(bytes([byte]))
+            await writer.drain()
+            await asyncio.sleep(0.3)
+
+
 async def test_bad_ha_peers_lose_only_their_own_link(tmp_path: Path, namesrv: ServerProcess) -> None:
     conf = GROUP + "haHousekeepingInterval=1500\n"
     master = start_broker(namesrv.addr, tmp_path / "master", conf)
@@ -138,9 +164,16 @@ async def test_bad_ha_peers_lose_only_their_own_link(tmp_path: Path, namesrv: Se
             writer.close()
         assert "past the master's max offset" in master.stderr()
         assert "haHousekeepingInterval" in master.stderr()
-        # The real slave kept its link and follows what is sent after.
-        await send_many(client, master.addr, topic, 200, 200)
+        # 1,000 more bad reports, each on its own link, and a slowloris, while sends go on.
+        drip_reader, drip_writer = await asyncio.open_connection("127.0.0.1", port)
+        barrage = asyncio.gather(*(bad_peers(port, batch) for batch in range(10)))
+        await asyncio.gather(send_many(client, master.addr, topic, 200, 1000), drip(drip_writer), barrage)
+        assert await closed_by_master(drip_reader, 10)
+        drip_writer.close()
+        assert "no report for 1500 ms" in master.stderr()
+        # The real slave kept its link and followed everything.
         await wait_in_step(client, master, slave)
+        assert (await runtime(client, master.addr))["haConnectionCount"] == "1"
         assert tree(tmp_path / "slave" / "commitlog") == tree(tmp_path / "master" / "commitlog")
     finally:
         await client.close()
@@ -163,6 +196,87 @@ async def test_a_restarted_slave_resumes_from_its_own_store(tmp_path: Path, name
         await wait_in_step(client, master, slave)
         assert tree(tmp_path / "slave" / "commitlog") == tree(tmp_path / "master" / "commitlog")
         assert tree(tmp_path / "slave" / "consumequeue" / topic) == tree(tmp_path / "master" / "consumequeue" / topic)
+    finally:
+        await client.close()
+        slave.close()
+        master.close()
+
+
+def apogee_admin(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "apogee", "admin", *args], capture_output=True, text=True, timeout=60)
+
+
+async def test_a_diverged_slave_is_refused_and_says_why_on_both_sides(tmp_path: Path, namesrv: ServerProcess) -> None:
+    """A master that lost its store (an unclean restart at worst) wrote other records at the
+    offsets the slave holds: the slave never splices them, both logs say why with the
+    offset, ``apogee admin ha-status`` shows it, and a fresh slave store is the way out."""
+    slave_conf = GROUP + "brokerRole=SLAVE\nbrokerId=1\n"
+    master = start_broker(namesrv.addr, tmp_path / "master1", GROUP)
+    slave = start_broker(namesrv.addr, tmp_path / "slave", slave_conf)
+    client = RemotingClient()
+    topic = unique("Diverged")
+    try:
+        await send_many(client, master.addr, topic, 0, 300)
+        await wait_in_step(client, master, slave)
+        slave_max = int((await runtime(client, slave.addr))["commitLogMaxOffset"])
+        slave.close()
+        master.close()
+        # Another history at the same offsets: same record sizes, other timestamps and ids.
+        master = start_broker(namesrv.addr, tmp_path / "master2", GROUP)
+        await send_many(client, master.addr, topic, 0, 400)
+        slave = start_broker(namesrv.addr, tmp_path / "slave", slave_conf)
+
+        async def slave_says() -> bool:
+            return (await runtime(client, slave.addr))["haLinkState"] == "diverged"
+
+        await wait_until(slave_says, 20, "the slave to find its log diverged", interval_s=0.05)
+        reason = (await runtime(client, slave.addr))["haDivergedReason"]
+        assert "differs from the slave's last record" in reason and "offset" in reason, reason
+        assert "refusing to follow master" in slave.stderr()
+        await wait_until(lambda: "the slave found its log diverged" in master.stderr(), 10, "the master's log")
+        assert int((await runtime(client, slave.addr))["commitLogMaxOffset"]) == slave_max  # nothing spliced
+        assert (await runtime(client, master.addr))["haConnectionCount"] == "0"
+
+        shown = apogee_admin("ha-status", "-n", namesrv.addr, "--json")
+        assert shown.returncode == 0, shown.stderr
+        (group,) = [g for g in orjson.loads(shown.stdout)["groups"] if g["broker_name"] == "ha-a"]
+        row = next(b for b in group["brokers"] if b["broker_id"] == 1 and b["addr"] == slave.addr)
+        assert row["state"] == "diverged" and "differs" in row["reason"]
+        assert any(link["state"] == "diverged" and "differs" in link["reason"] for link in group["links"])
+        table = apogee_admin("ha-status", "-n", namesrv.addr)
+        assert table.returncode == 0 and "diverged" in table.stdout, table.stderr
+
+        # The operator's way out: a fresh store for the slave (docs/replication.md).
+        slave.close()
+        shutil.rmtree(tmp_path / "slave")
+        slave = start_broker(namesrv.addr, tmp_path / "slave", slave_conf)
+        await wait_in_step(client, master, slave)
+        assert (await runtime(client, slave.addr))["haLinkState"] == "connected"
+    finally:
+        await client.close()
+        slave.close()
+        master.close()
+
+
+async def test_a_slave_switched_to_master_by_hand_continues_the_queues(tmp_path: Path, namesrv: ServerProcess) -> None:
+    """docs/replication.md's manual switch: stop the master, restart the slave on its own
+    store as ASYNC_MASTER with brokerId 0; it takes sends, queue offsets continue."""
+    master = start_broker(namesrv.addr, tmp_path / "master", GROUP)
+    slave = start_broker(namesrv.addr, tmp_path / "slave", GROUP + "brokerRole=SLAVE\nbrokerId=1\n")
+    client = RemotingClient()
+    topic = unique("Switched")
+    try:
+        await send_many(client, master.addr, topic, 0, 400)  # 100 in each of 4 queues
+        await wait_in_step(client, master, slave)
+        master.close()
+        slave.close()
+        slave = start_broker(namesrv.addr, tmp_path / "slave", GROUP + "brokerRole=ASYNC_MASTER\nbrokerId=0\n")
+        info = await runtime(client, slave.addr)
+        assert info["haRole"] == "ASYNC_MASTER"
+        for queue in range(4):
+            answer = await client.invoke(slave.addr, send_request(topic, BODY, queue_id=queue), T)
+            assert answer.code == ResponseCode.SUCCESS, answer.remark
+            assert answer.ext_fields["queueOffset"] == "100", answer.ext_fields
     finally:
         await client.close()
         slave.close()

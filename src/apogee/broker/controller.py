@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from apogee.broker.clients import ClientManager
-from apogee.broker.config import BrokerAddress, BrokerConfig, advertised_ip
+from apogee.broker.config import BrokerAddress, BrokerConfig, BrokerRole, advertised_ip
 from apogee.broker.ha.master import HAMaster
 from apogee.broker.ha.slave import HASlave
 from apogee.broker.locks import RebalanceLockManager
@@ -125,6 +125,7 @@ class BrokerController:
                 config=config, store=self.store, topics=self.topics, subscriptions=self.subscriptions,
                 offsets=self.offsets, clients=self.clients, table_writer=self.table_writer,
                 delay_offsets=self.schedule.encode, topics_changed=self.registrar_trigger, stats=self.stats,
+                ha_info=self._ha_runtime_info,
             ),
             EndTransactionProcessor(config=config, transactions=self.transactions),
             ReplyProcessor(
@@ -138,10 +139,17 @@ class BrokerController:
         self.ha_master: HAMaster | None = None
         self.ha_slave: HASlave | None = None
         self._learnt_master_ha: str | None = None
+        self._learnt_master: str | None = None
         if config.is_slave:
-            self.ha_slave = HASlave(self.store, store_config, self._master_ha_address)
+            self.ha_slave = HASlave(
+                self.store, store_config, self._master_ha_address, outbound=self.outbound,
+                master_broker=lambda: self._learnt_master, own_addr=lambda: self.broker_addr,
+            )
         else:
-            self.ha_master = HAMaster(self.store, store_config)
+            self.ha_master = HAMaster(
+                self.store, store_config, sync_master=config.broker_role is BrokerRole.SYNC_MASTER
+            )
+            self.ha_master.register_with(self.dispatcher)
 
     # --- addresses ----------------------------------------------------------------------------
 
@@ -199,7 +207,17 @@ class BrokerController:
         """Where the slave's HA client connects: haMasterAddress, else what the NameServers said."""
         return self.store_config.ha_master_address or self._learnt_master_ha
 
+    def _ha_runtime_info(self) -> dict[str, str]:
+        """GET_BROKER_RUNTIME_INFO's HA keys (docs/replication.md, Operations)."""
+        info = {"haRole": self.config.broker_role.value}
+        if self.ha_master is not None:
+            info.update(self.ha_master.runtime_info())
+        if self.ha_slave is not None:
+            info.update(self.ha_slave.runtime_info())
+        return info
+
     def _master_learnt(self, master_addr: str, ha_addr: str) -> None:
+        self._learnt_master = master_addr or None
         if ha_addr != self._learnt_master_ha:
             log.info("master of %s is %s (HA address %s)", self.config.broker_name, master_addr, ha_addr)
             self._learnt_master_ha = ha_addr

@@ -28,6 +28,7 @@ from apogee.broker import rewrite
 from apogee.broker.config import BrokerAddress
 from apogee.broker.persistence import TableFile
 from apogee.broker.reput import reput
+from apogee.broker.send_rules import waits_for_store
 from apogee.common import constants as c
 from apogee.common.aio import wait_event
 from apogee.common.atomic_file import load_json_table
@@ -128,8 +129,13 @@ class ScheduleService:
                 if real is None:
                     log.error("delayed message without REAL_TOPIC/REAL_QID dropped: %r", message.properties)
                 else:
-                    result = await store.put_message(reput(message, real, self._address.store_host))
-                    if not result.ok:
+                    # Waits for flush and slave as RocketMQ does; but a record stored without
+                    # them (FLUSH_*_TIMEOUT, SLAVE_NOT_AVAILABLE) counts as delivered: RocketMQ
+                    # would put it again and again, a duplicate each time.
+                    result = await store.put_message(
+                        reput(message, real, self._address.store_host), waits_for_store(real.properties.get(c.WAIT))
+                    )
+                    if not result.status.stored:
                         log.warning("delay level %d: re-put failed (%s); retrying", level, result.status.name)
                         wait_s = 1.0
                         break

@@ -128,3 +128,24 @@ def topic_sysflag_bits(topic_filter_type: str) -> int:
     """Bits the broker adds to a message's sysflag for its topic (MULTI_TAG topics)."""
     return MULTI_TAGS_FLAG if topic_filter_type == "MULTI_TAG" else 0
 
+
+
+# --- what a stored put waits for ----------------------------------------------------------------
+
+
+def waits_for_store(wait: str | None) -> bool:
+    """RocketMQ's ``isWaitStoreMsgOK``: a put is answered after its flush (SYNC_FLUSH) and a
+    slave (SYNC_MASTER) unless its ``WAIT`` property is there and not ``true`` (Java's
+    ``Boolean.parseBoolean``: absent means wait)."""
+    return wait is None or wait.lower() == "true"
+
+
+def plain_waits_unclear(properties: str) -> bool:
+    """The fast path's decline for WAIT: a properties text naming WAIT with any value but
+    ``true`` goes to the full path, which parses it (``waits_for_store``); the fast path
+    always waits."""
+    at = properties.find("WAIT\x01")
+    if at < 0:
+        return False
+    named = at == 0 or properties[at - 1] == "\x02"
+    return not (named and properties.startswith("WAIT\x01true\x02", at) and properties.find("WAIT\x01", at + 1) < 0)

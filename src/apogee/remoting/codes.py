@@ -106,6 +106,9 @@ class RequestCode(IntEnum):
     ADD_WRITE_PERM_OF_BROKER = 327
     GET_ALL_PRODUCER_INFO = 328
     DELETE_EXPIRED_COMMITLOG = 329
+    # Apogee only (no RocketMQ code; a RocketMQ master answers REQUEST_CODE_NOT_SUPPORTED): a
+    # slave tells its master that their logs diverged (docs/replication.md).
+    APOGEE_HA_DIVERGED = 9100
 
 
 class ResponseCode(IntEnum):

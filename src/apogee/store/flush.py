@@ -7,7 +7,8 @@ share one fsync.  The flusher reads each file's ``wrote`` on the I/O thread *aft
 submitted, so every put resolved by a flush had its bytes in the mapping before the fsync.
 
 A request not resolved within ``syncFlushTimeout`` gets FLUSH_DISK_TIMEOUT (one timer for the
-oldest request).  An fdatasync error fails every waiting put with FLUSH_DISK_FAILED and the
+oldest request; the waiter table is ``waiters.OffsetWaiters``, shared with SYNC_MASTER's wait
+for a slave).  An fdatasync error fails every waiting put with FLUSH_DISK_FAILED and the
 store stops taking writes: after a failed fsync Linux may have dropped the dirty pages, so
 nothing later can be promised durable.
 
@@ -17,7 +18,6 @@ All callbacks here run on the owner's event loop.
 from __future__ import annotations
 
 import asyncio
-import collections
 import concurrent.futures
 import logging
 from collections.abc import Callable
@@ -26,6 +26,7 @@ from apogee.store.commitlog import CommitLog
 from apogee.store.config import StoreConfig
 from apogee.store.io_thread import IOThread
 from apogee.store.results import PutStatus
+from apogee.store.waiters import OffsetWaiters
 
 log = logging.getLogger("apogee.store.flush")
 
@@ -42,28 +43,21 @@ class GroupCommit:
         self._loop = loop
         self._io = io
         self._commitlog = commitlog
-        self._timeout_s = timeout_ms / 1000
         self._on_flushed = on_flushed
         self._on_error = on_error
-        self._pending: collections.deque[tuple[int, asyncio.Future[PutStatus], float]] = (
-            collections.deque()
-        )
+        self._waiters = OffsetWaiters(loop, timeout_ms, PutStatus.FLUSH_DISK_TIMEOUT, "flushed within syncFlushTimeout")
         self._inflight = False
-        self._timer: asyncio.TimerHandle | None = None
         self.fsyncs = 0
 
     @property
     def pending(self) -> int:
-        return len(self._pending)
+        return len(self._waiters)
 
     def request(self, end_offset: int) -> asyncio.Future[PutStatus]:
         """A future resolved with PUT_OK once the CommitLog is durable up to ``end_offset``."""
-        fut: asyncio.Future[PutStatus] = self._loop.create_future()
-        self._pending.append((end_offset, fut, self._loop.time() + self._timeout_s))
+        fut = self._waiters.add(end_offset)
         if not self._inflight:
             self._start()
-        if self._timer is None:
-            self._arm_timer()
         return fut
 
     def _start(self) -> None:
@@ -78,50 +72,21 @@ class GroupCommit:
         exc = cf.exception()
         if exc is not None:
             log.error("CommitLog fdatasync failed: %s", exc)
-            while self._pending:
-                _, fut, _ = self._pending.popleft()
-                if not fut.done():
-                    fut.set_result(PutStatus.FLUSH_DISK_FAILED)
+            self._waiters.fail_all(PutStatus.FLUSH_DISK_FAILED)
             self._on_error(exc)
             return
         durable = cf.result()
         self._on_flushed(durable, ts)
         self.resolve(durable)
-        if self._pending:
+        if self._waiters:
             self._start()
 
     def resolve(self, durable: int) -> None:
         """Complete every request whose end is at or below ``durable`` (any flush counts)."""
-        pending = self._pending
-        while pending and pending[0][0] <= durable:
-            _, fut, _ = pending.popleft()
-            if not fut.done():
-                fut.set_result(PutStatus.PUT_OK)
-
-    def _arm_timer(self) -> None:
-        if self._pending:
-            delay = max(0.0, self._pending[0][2] - self._loop.time())
-            self._timer = self._loop.call_later(delay, self._on_timer)
-
-    def _on_timer(self) -> None:
-        self._timer = None
-        now = self._loop.time()
-        pending = self._pending
-        while pending and pending[0][2] <= now:
-            _, fut, _ = pending.popleft()
-            if not fut.done():
-                log.warning("put not flushed within syncFlushTimeout")
-                fut.set_result(PutStatus.FLUSH_DISK_TIMEOUT)
-        self._arm_timer()
+        self._waiters.resolve(durable)
 
     def close(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        while self._pending:
-            _, fut, _ = self._pending.popleft()
-            if not fut.done():
-                fut.set_result(PutStatus.SERVICE_NOT_AVAILABLE)
+        self._waiters.close()
 
 
 class PeriodicFlush:

@@ -21,7 +21,7 @@ import fcntl
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from apogee.common.message import MessageExt
@@ -118,6 +118,9 @@ class MessageStore:
         self.replica_end = 0
         # Called once per loop turn that appended (the HA master wakes its senders).
         self.on_appended: Callable[[], None] | None = None
+        # SYNC_MASTER: the HA master's wait for a slave to hold an offset (``_store_waits``).
+        self.replica_request: Callable[[int], asyncio.Future[PutStatus]] | None = None
+        self._ha_wake_pending = False
 
     # --- lifecycle -----------------------------------------------------------------------------
 
@@ -316,40 +319,74 @@ class MessageStore:
             return PutResult(PutStatus.DISK_FULL)
         return PutResult(PutStatus.SERVICE_NOT_AVAILABLE)
 
-    def put_message_nowait(self, msg: InnerMessage) -> tuple[PutResult, asyncio.Future[PutStatus] | None]:
-        """Append now; under SYNC_FLUSH also return a future for its durability.
+    def put_message_nowait(self, msg: InnerMessage, wait: bool = True) -> tuple[PutResult, Awaitable[PutStatus] | None]:
+        """Append now; when the put must wait (SYNC_FLUSH, SYNC_MASTER) also return an
+        awaitable of its final status (``_store_waits``).
 
-        The future resolves with PUT_OK, FLUSH_DISK_TIMEOUT or FLUSH_DISK_FAILED.  Under
-        ASYNC_FLUSH it is None and the result is final.
+        It resolves with PUT_OK, FLUSH_DISK_TIMEOUT, FLUSH_DISK_FAILED, FLUSH_SLAVE_TIMEOUT or
+        SLAVE_NOT_AVAILABLE.  Under ASYNC_FLUSH on a master that is not SYNC_MASTER, and for
+        a message whose WAIT is false (``wait``), it is None and the result is final.
         """
         if not self._accepting:
             return self._refused(), None
-        return self._appended(self.commitlog.put_message(msg))
+        return self._appended(self.commitlog.put_message(msg), wait)
 
-    def put_messages_nowait(self, batch: InnerBatch) -> tuple[PutResult, asyncio.Future[PutStatus] | None]:
+    def put_messages_nowait(
+        self, batch: InnerBatch, wait: bool = True
+    ) -> tuple[PutResult, Awaitable[PutStatus] | None]:
         """A batch: its records are contiguous and become visible together."""
         if not self._accepting:
             return self._refused(), None
-        return self._appended(self.commitlog.put_messages(batch))
+        return self._appended(self.commitlog.put_messages(batch), wait)
 
-    def put_plain_nowait(self, msg: PlainMessage) -> tuple[PutResult, asyncio.Future[PutStatus] | None]:
+    def put_plain_nowait(self, msg: PlainMessage, wait: bool = True) -> tuple[PutResult, Awaitable[PutStatus] | None]:
         """``put_message_nowait`` of a single send ``native.scan_single`` accepted
         (``CommitLog.put_plain``)."""
         if not self._accepting:
             return self._refused(), None
-        return self._appended(self.commitlog.put_plain(msg))
+        return self._appended(self.commitlog.put_plain(msg), wait)
 
-    def _appended(self, result: PutResult) -> tuple[PutResult, asyncio.Future[PutStatus] | None]:
-        """After an append: under SYNC_FLUSH the future of its durability, else wake dispatch."""
+    def _appended(self, result: PutResult, wait: bool) -> tuple[PutResult, Awaitable[PutStatus] | None]:
+        """After an append: what the put waits for, if anything; else wake dispatch."""
         if result.status is PutStatus.PUT_OK:
-            if self._group is not None:
-                return result, self._group.request(result.wrote_offset + result.wrote_bytes)
-            self._wake_dispatch_soon()
+            if self._group is None and self.replica_request is None:
+                self._wake_dispatch_soon()
+                return result, None
+            return result, self._store_waits(result.wrote_offset + result.wrote_bytes, wait)
         elif result.status is PutStatus.DISK_FULL or (
                 result.status is PutStatus.CREATE_MAPPED_FILE_FAILED and self.commitlog.no_space):
             result.status = PutStatus.DISK_FULL  # what the client should hear (not "busy or broken")
             self._disk_full_now()
         return result, None
+
+    def _store_waits(self, end: int, wait: bool) -> Awaitable[PutStatus] | None:
+        """RocketMQ's ``submitFlushRequest`` + ``submitReplicaRequest`` for a record ending
+        at ``end``: under SYNC_FLUSH the group commit's future, on a SYNC_MASTER the HA
+        master's (``replica_request``: PUT_OK once a slave holds ``end``, FLUSH_SLAVE_TIMEOUT,
+        or SLAVE_NOT_AVAILABLE at once), both combined as CommitLog.java does: any non-OK
+        status wins, the replica's last.  A message with WAIT=false waits for neither (its
+        flush is still started)."""
+        group = self._group
+        replica = self.replica_request
+        flushed = group.request(end) if group is not None else None
+        if group is None:
+            self._wake_dispatch_soon()  # it also wakes the HA senders (on_appended)
+        elif replica is not None and not self._ha_wake_pending:
+            # SYNC_FLUSH dispatches after the fsync, but a slave may take the bytes now.
+            self._ha_wake_pending = True
+            self._loop.call_soon(self._wake_ha)  # type: ignore[union-attr]
+        if not wait:
+            return None
+        if replica is None:
+            return flushed
+        replicated = replica(end)
+        return replicated if flushed is None else _flushed_and_replicated(flushed, replicated)
+
+    def _wake_ha(self) -> None:
+        self._ha_wake_pending = False
+        hook = self.on_appended
+        if hook is not None:
+            hook()
 
     def _disk_full_now(self) -> None:
         """A put found no disk space before the periodic check did: refuse puts from now on
@@ -391,16 +428,16 @@ class MessageStore:
         if self._dispatch_event is not None:
             self._dispatch_event.set()
 
-    async def put_message(self, msg: InnerMessage) -> PutResult:
-        result, durable = self.put_message_nowait(msg)
+    async def put_message(self, msg: InnerMessage, wait: bool = True) -> PutResult:
+        result, durable = self.put_message_nowait(msg, wait)
         if durable is not None:
             status = await durable
             if status is not PutStatus.PUT_OK:
                 result.status = status
         return result
 
-    async def put_messages(self, batch: InnerBatch) -> PutResult:
-        result, durable = self.put_messages_nowait(batch)
+    async def put_messages(self, batch: InnerBatch, wait: bool = True) -> PutResult:
+        result, durable = self.put_messages_nowait(batch, wait)
         if durable is not None:
             status = await durable
             if status is not PutStatus.PUT_OK:
@@ -682,6 +719,13 @@ class MessageStore:
             "badConsumeQueueEntries": self.reader.bad_entries,
             "writable": self._accepting,
         }
+
+
+async def _flushed_and_replicated(flushed: Awaitable[PutStatus], replicated: Awaitable[PutStatus]) -> PutStatus:
+    """CommitLog.java's thenCombine: the replica's non-OK status wins, then the flush's."""
+    flush_status = await flushed
+    replica_status = await replicated
+    return replica_status if replica_status is not PutStatus.PUT_OK else flush_status
 
 
 def _touch_pages(buffers: list[memoryview]) -> None:

@@ -45,6 +45,17 @@ class PutStatus(enum.Enum):
     def ok(self) -> bool:
         return self is PutStatus.PUT_OK
 
+    @property
+    def stored(self) -> bool:
+        """The record is in the CommitLog, though a wait for its flush or a slave failed
+        (RocketMQ answers these with the message's id: sendOK)."""
+        return self in _STORED
+
+
+_STORED = frozenset((
+    PutStatus.PUT_OK, PutStatus.FLUSH_DISK_TIMEOUT, PutStatus.FLUSH_SLAVE_TIMEOUT, PutStatus.SLAVE_NOT_AVAILABLE,
+))
+
 
 class GetStatus(enum.Enum):
     FOUND = "FOUND"

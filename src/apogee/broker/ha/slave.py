@@ -6,6 +6,14 @@ master's offsets, so its CommitLog files are byte-identical to the master's; the
 dispatches ConsumeQueues and index from those bytes.  A frame that does not continue the
 slave's log ends the link; the slave reconnects and reports again, as RocketMQ does.  It
 survives the master's absence: it retries the connection every second.
+
+Before each link a slave that holds data checks that the master's log continues its own
+(``_divergence``), over remoting requests a RocketMQ 4.9 master answers too:
+GET_BROKER_RUNTIME_INFO (the master's ``commitLogMaxOffset``: a longer slave log diverged)
+and VIEW_MESSAGE_BY_ID of the slave's last whole record (``store.ha.tail``): the master's
+record there must be byte-identical.  A diverged slave never streams: it logs why once,
+tells the master (APOGEE_HA_DIVERGED, Apogee only), and checks again every
+``DIVERGED_RETRY_S`` until the operator acts (docs/replication.md).
 """
 
 from __future__ import annotations
@@ -16,28 +24,57 @@ import logging
 import time
 from collections.abc import Callable
 
-from apogee.errors import StoreError
+import orjson
+
+from apogee.errors import ApogeeError, StoreError
+from apogee.remoting.client import RemotingClient
+from apogee.remoting.codes import RequestCode, ResponseCode
+from apogee.remoting.command import RemotingCommand
 from apogee.store.config import StoreConfig
 from apogee.store.ha.protocol import FrameReader, HALinkError, check_frame, encode_report
+from apogee.store.ha.tail import log_tail
 from apogee.store.message_store import MessageStore
 
 log = logging.getLogger("apogee.broker.ha")
 
 READ_SIZE = 256 * 1024
 RETRY_S = 1.0  # RocketMQ waits 5 s after a failed connect; Apogee retries sooner
+DIVERGED_RETRY_S = 30.0  # a diverged slave checks again this rarely
+CHECK_TIMEOUT_MS = 5000
+
+
+class Diverged(Exception):
+    """The master's log does not continue this slave's; the text says where and how."""
 
 
 class HASlave:
     """``master_address`` gives the master's HA address (``host:port``), or None while it is
-    unknown (the NameServer's registration answer brings it)."""
+    unknown (the NameServer's registration answer brings it); ``master_broker`` the master's
+    remoting address for the divergence check (None: HA port - 1, RocketMQ's layout);
+    ``own_addr`` this broker's address, named in the notice to the master."""
 
-    def __init__(self, store: MessageStore, config: StoreConfig, master_address: Callable[[], str | None]) -> None:
+    def __init__(
+        self,
+        store: MessageStore,
+        config: StoreConfig,
+        master_address: Callable[[], str | None],
+        *,
+        outbound: RemotingClient,
+        master_broker: Callable[[], str | None] = lambda: None,
+        own_addr: Callable[[], str] = lambda: "",
+    ) -> None:
         self._store = store
         self._config = config
         self._master_address = master_address
+        self._outbound = outbound
+        self._master_broker = master_broker
+        self._own_addr = own_addr
         self._task: asyncio.Task[None] | None = None
         self.connected_to: str | None = None
         self.address_known = asyncio.Event()
+        self.link_state = "connecting"  # connected | connecting | diverged
+        self.diverged_reason = ""
+        self.last_frame_ms = 0
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="apogee-ha-slave")
@@ -47,6 +84,15 @@ class HASlave:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
 
+    def runtime_info(self) -> dict[str, str]:
+        """The slave's HA keys of GET_BROKER_RUNTIME_INFO (docs/replication.md)."""
+        return {
+            "haMasterAddress": self._master_address() or "",
+            "haLinkState": self.link_state,
+            "haDivergedReason": self.diverged_reason,
+            "haLastFrameTimestamp": str(self.last_frame_ms),
+        }
+
     async def _run(self) -> None:
         while True:
             addr = self._master_address()
@@ -54,6 +100,8 @@ class HASlave:
                 self.address_known.clear()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self.address_known.wait(), RETRY_S)
+                continue
+            if not await self._checked(addr):
                 continue
             host, _, port = addr.rpartition(":")
             try:
@@ -63,6 +111,7 @@ class HASlave:
                 await asyncio.sleep(RETRY_S)
                 continue
             self.connected_to = addr
+            self.link_state = "connected"
             log.info("connected to the master's HA port %s; reporting max offset %d", addr, self._store.max_phy_offset)
             try:
                 await self._follow(reader, writer)
@@ -76,9 +125,86 @@ class HASlave:
                 await asyncio.sleep(RETRY_S)
             finally:
                 self.connected_to = None
+                if self.link_state == "connected":
+                    self.link_state = "connecting"
                 writer.close()
                 with contextlib.suppress(ConnectionError, OSError):
                     await writer.wait_closed()
+
+    # --- divergence ---------------------------------------------------------------------------
+
+    async def _checked(self, ha_addr: str) -> bool:
+        """True when the link may start: the master's log continues this one.  A diverged
+        slave waits ``DIVERGED_RETRY_S``; one that cannot ask the master, ``RETRY_S``."""
+        broker = self._master_broker() or _remoting_of(ha_addr)
+        try:
+            await self._divergence(broker)
+        except Diverged as exc:
+            reason = str(exc)
+            if reason != self.diverged_reason:
+                log.error("refusing to follow master %s: %s; the slave needs the operator "
+                          "(docs/replication.md, a diverged slave)", broker, reason)
+                await self._tell_master(broker, reason)
+            self.link_state, self.diverged_reason = "diverged", reason
+            await asyncio.sleep(DIVERGED_RETRY_S)
+            return False
+        except (ApogeeError, OSError, TimeoutError, ValueError, KeyError) as exc:
+            log.warning("cannot check the master %s's log against this slave's: %s", broker, exc)
+            self.link_state = "diverged" if self.diverged_reason else "connecting"
+            await asyncio.sleep(RETRY_S)
+            return False
+        if self.diverged_reason:
+            log.warning("master %s's log continues this slave's again: following it", broker)
+        self.diverged_reason = ""
+        return True
+
+    async def _divergence(self, broker: str) -> None:
+        """Raise Diverged when the master at ``broker`` does not hold this slave's log."""
+        store = self._store
+        mine = store.max_phy_offset
+        if mine == 0:
+            return  # an empty slave takes whatever the master has
+        resp = await self._outbound.invoke(
+            broker, RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO), CHECK_TIMEOUT_MS
+        )
+        if resp.code != ResponseCode.SUCCESS:
+            raise ApogeeError(f"runtime info: code {resp.code} {resp.remark}")
+        master_max = int(orjson.loads(resp.body_bytes())["table"]["commitLogMaxOffset"])
+        if mine > master_max:
+            raise Diverged(
+                f"the slave's log is longer than the master's: slave max offset {mine}, master max offset {master_max}"
+            )
+        tail = await store.io.run(log_tail, store.commitlog.mfq, mine)
+        checks = [(tail.record, True)] if tail.record is not None else []
+        if tail.partial is not None:
+            checks.append((tail.partial, False))
+        for (offset, data), whole in checks:
+            what = "last record" if whole else "unfinished record"
+            theirs = await self._record(broker, offset)
+            if theirs is None:
+                raise Diverged(f"the master has no record at offset {offset}, where the slave's {what} starts "
+                               f"(slave max offset {mine}, master max offset {master_max})")
+            if not (theirs == data if whole else theirs.startswith(data)):
+                raise Diverged(f"the master's record at offset {offset} differs from the slave's {what} "
+                               f"(slave max offset {mine}, master max offset {master_max})")
+
+    async def _record(self, broker: str, offset: int) -> bytes | None:
+        resp = await self._outbound.invoke(
+            broker, RemotingCommand.request(RequestCode.VIEW_MESSAGE_BY_ID, {"offset": str(offset)}), CHECK_TIMEOUT_MS
+        )
+        return resp.body_bytes() if resp.code == ResponseCode.SUCCESS else None
+
+    async def _tell_master(self, broker: str, reason: str) -> None:
+        """APOGEE_HA_DIVERGED: the master logs and lists it too (a RocketMQ master refuses the
+        code; nothing else changes)."""
+        fields = {"slaveAddr": self._own_addr(), "slaveMaxOffset": str(self._store.max_phy_offset), "reason": reason}
+        try:
+            await self._outbound.invoke(broker, RemotingCommand.request(RequestCode.APOGEE_HA_DIVERGED, fields),
+                                        CHECK_TIMEOUT_MS)
+        except (ApogeeError, OSError, TimeoutError) as exc:
+            log.info("could not tell master %s about the divergence: %s", broker, exc)
+
+    # --- the link -----------------------------------------------------------------------------
 
     async def _follow(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         store = self._store
@@ -100,6 +226,7 @@ class HASlave:
                 if not data:
                     raise ConnectionError("the master closed the link")
                 last_read = now
+                self.last_frame_ms = time.time_ns() // 1_000_000
                 for offset, body in frames.feed(data):
                     check_frame(store.max_phy_offset, offset, len(body), file_size)
                     if body:
@@ -111,3 +238,9 @@ class HASlave:
                 writer.write(encode_report(current))
                 reported, last_report = current, now
                 await writer.drain()
+
+
+def _remoting_of(ha_addr: str) -> str:
+    """RocketMQ's layout: the HA port is the listen port + 1."""
+    host, _, port = ha_addr.rpartition(":")
+    return f"{host}:{int(port) - 1}"

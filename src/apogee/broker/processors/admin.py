@@ -97,7 +97,9 @@ class AdminProcessor:
         delay_offsets: Callable[[], bytes],
         topics_changed: Callable[[], None],
         stats: BrokerStats,
+        ha_info: Callable[[], dict[str, str]] | None = None,
     ) -> None:
+        self._ha_info = ha_info  # the HA keys (haRole, haSlaves ...; docs/replication.md)
         self._config = config
         self._stats = stats
         self._store = store
@@ -565,6 +567,8 @@ class AdminProcessor:
         writer = self._table_writer
         table["tableWriteFailures"] = str(writer.failures)
         table["tablesUnsaved"] = ",".join(f.name for f in writer.files if f.dirty)
+        if self._ha_info is not None:
+            table.update(self._ha_info())
         return req.response(ResponseCode.SUCCESS, body=encode_runtime_info(table))
 
     def view_stats(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 from apogee.broker import send_rules as rules
 from apogee.broker.processors.send import ipv4_peer
 from apogee.common import constants as c
-from apogee.common.message_codec import parse_properties, properties_to_string
+from apogee.common.message_codec import get_property, parse_properties, properties_to_string
 from apogee.errors import ApogeeError
 from apogee.remoting.codes import RequestCode, ResponseCode
 from apogee.remoting.command import RemotingCommand
@@ -125,7 +125,7 @@ class ReplyProcessor:
                 store_host=self._address.store_host,
                 reconsume_times=h.reconsume_times or 0,
             )
-            result = await self._store.put_message(msg)
+            result = await self._store.put_message(msg, rules.waits_for_store(get_property(h.properties or "", c.WAIT)))
             if result.status in _STORED:
                 answer.update(SendMessageResponseHeader(result.msg_id, queue_id, result.logics_offset).encode())
             else:

@@ -34,7 +34,7 @@ from collections.abc import Awaitable, Callable
 
 from apogee.broker import rewrite
 from apogee.broker import send_rules as rules
-from apogee.broker.config import BrokerAddress, BrokerConfig
+from apogee.broker.config import BrokerAddress, BrokerConfig, BrokerRole
 from apogee.broker.persistence import TableWriter
 from apogee.broker.records import message_at
 from apogee.broker.reput import reput
@@ -64,7 +64,7 @@ from apogee.remoting.headers.send import (
     SendMessageResponseHeader,
 )
 from apogee.remoting.server import Answer, FieldsAnswer, RequestDispatcher
-from apogee.store.config import StoreConfig
+from apogee.store.config import FlushDiskType, StoreConfig
 from apogee.store.inner import InnerBatch, InnerMessage, PlainMessage
 from apogee.store.message_store import MessageStore
 from apogee.store.results import PutResult, PutStatus
@@ -80,6 +80,7 @@ _PLAIN_KEYS = tuple(
     for k in ("topic", "queue_id", "sys_flag", "born_timestamp", "flag", "properties", "reconsume_times", "batch")
 )
 _body_refusal = rules.body_refusal
+_waits_unclear = rules.plain_waits_unclear
 _queue_refusal = rules.queue_refusal
 _TRAN_MASK = c.TRANSACTION_TYPE_MASK  # a transaction type needs the full path's rewrites
 _BORN_HOST = "apogee.born_host"  # Connection.attributes key: the peer as a record's BORNHOST
@@ -167,6 +168,10 @@ class SendProcessor:
         # depend on the topic alone accepted plain sends (``_plain_topic``).
         self._plain: dict[str, tuple[TopicConfigData, int, int]] = {}
         self._cluster: tuple[str, bytes] = ("", b"")
+        # A put may wait for its flush or a slave: then its WAIT property matters.
+        self._waiting_store = (
+            store_config.flush_disk_type is FlushDiskType.SYNC_FLUSH or config.broker_role is BrokerRole.SYNC_MASTER
+        )
 
     def register_with(self, dispatcher: RequestDispatcher) -> None:
         dispatcher.register(RequestCode.SEND_MESSAGE, self.send)
@@ -280,7 +285,7 @@ class SendProcessor:
             tags_code=tags_code(placed.properties.get(c.TAGS)),
         )
         t0 = _ns()
-        result, durable = self._store.put_message_nowait(msg)
+        result, durable = self._store.put_message_nowait(msg, rules.waits_for_store(props.get(c.WAIT)))
         self._count(redirected or topic, result, t0)
         return self._answer(req, result, durable, msg.queue_id, table_version)
 
@@ -345,6 +350,8 @@ class SendProcessor:
         properties the broker stores as they are apart from WAIT dropped and CLUSTER added
         (no DELAY, TRAN_MSG or CLUSTER, no duplicate or empty name; ``native.scan_single``).
         Header numbers outside their Java ranges are declined by ``native.send_v2_fields``.
+        When puts wait (SYNC_FLUSH, SYNC_MASTER) a WAIT other than one plain ``WAIT=true`` is
+        declined (``send_rules.plain_waits_unclear``): the fast path always waits.
         The stored record is byte for byte the one the full path writes.
         """
         ext = req.ext_fields
@@ -359,7 +366,7 @@ class SendProcessor:
             return None
         topic, queue_id, sysflag, born_timestamp, flag, props, reconsume_times, props_len = fields
         config = self._topics.get(topic)
-        if config is None:
+        if config is None or (self._waiting_store and _waits_unclear(props)):
             return None
         plain = self._plain.get(topic)
         broker_perm = self._config.broker_permission
@@ -525,7 +532,7 @@ class SendProcessor:
             reconsume_times=h.reconsume_times or 0,
         )
         t0 = _ns()
-        result, durable = self._store.put_messages_nowait(batch)
+        result, durable = self._store.put_messages_nowait(batch, rules.waits_for_store(batch_props.get(c.WAIT)))
         self._count(h.topic, result, t0)
         return self._answer(req, result, durable, queue_id, table_version)
 
@@ -583,7 +590,8 @@ class SendProcessor:
         )
         msg = reput(original, placed, self._address.store_host, reconsume_times=reconsume + 1)
         t0 = _ns()
-        result = await self._store.put_message(msg)
+        # WAIT=false (``rewrite.sent_back``): RocketMQ waits for neither flush nor slave here.
+        result = await self._store.put_message(msg, rules.waits_for_store(placed.properties.get(c.WAIT)))
         self._count(msg.topic, result, t0)  # RocketMQ counts a send-back as a put to its topic too
         if result.status != PutStatus.PUT_OK:
             code, remark = _STATUS_TO_CODE.get(result.status, (ResponseCode.SYSTEM_ERROR, result.status.name))

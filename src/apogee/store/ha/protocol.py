@@ -152,3 +152,20 @@ def check_frame(slave_max: int, offset: int, size: int, file_size: int) -> None:
         raise HALinkError(f"master's first frame at {offset} is not at a CommitLog file start")
     if offset % file_size + size > file_size:
         raise HALinkError(f"master's frame at {offset} of {size} bytes spans two CommitLog files")
+
+
+def slave_ok(reporting_links: int, put_end: int, push2slave_max: int, fallbehind_max: int) -> bool:
+    """SYNC_MASTER: whether a put ending at ``put_end`` may wait for a slave (RocketMQ
+    ``HAService.isSlaveOK``): some slave is linked and the best one is less than
+    ``haSlaveFallbehindMax`` behind; otherwise SLAVE_NOT_AVAILABLE at once.  Apogee counts a
+    link once it has sent a valid report (RocketMQ counts every accepted connection, so a
+    port scanner would make it wait for nothing)."""
+    return reporting_links > 0 and put_end - push2slave_max < fallbehind_max
+
+
+def lag_ms(acked: int, master_max: int, first_unheld_ts: int | None, now_ms: int) -> int:
+    """How old the first record a slave does not hold is: 0 when it holds everything;
+    ``first_unheld_ts`` (its store time, or an estimate) unknown counts as 0."""
+    if acked >= master_max or first_unheld_ts is None or first_unheld_ts <= 0:
+        return 0
+    return max(0, now_ms - first_unheld_ts)

@@ -1,0 +1,260 @@
+"""Master/slave replication on loopback (issue 19): what a slave costs the sends, how far
+behind it runs, how fast it catches up.  Not a test.
+
+Starts `apogee namesrv`, a master and (per workload) one slave as separate processes on
+free loopback ports, 1 KiB bodies, each figure the median of --runs runs, with the CPU
+seconds of each broker process, beside the single-broker (no slave) figures of the same run:
+
+* sync sends one at a time (rate, p50/p99): single broker, ASYNC_MASTER + slave,
+  SYNC_MASTER + slave (target: >= 70 % of ASYNC_MASTER's rate, p99 <= 1.5 ms);
+* pipelined sends (--inflight in flight): the same three (target: SYNC >= 70 % of ASYNC);
+* replication lag under the pipelined ASYNC_MASTER load: for every 50th send, the time from
+  its answer until the slave's CommitLog holds it (polled every 2 ms; target p99 <= 100 ms);
+* catch-up: a slave started behind a --backlog-mb backlog, MB/s until it holds it all
+  (target >= 150 MB/s).
+
+Run: .venv/bin/python benchmarks/replication_bench.py [--runs 3] [--sync-messages 3000]
+     [--messages 30000] [--inflight 64] [--backlog-mb 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from apogee.remoting.client import RemotingClient  # noqa: E402
+from apogee.remoting.codes import RequestCode, ResponseCode  # noqa: E402
+from apogee.remoting.command import RemotingCommand  # noqa: E402
+from apogee.remoting.headers.consumer import TopicQueueRequestHeader  # noqa: E402
+from apogee.remoting.loop import run  # noqa: E402
+from benchmarks.broker_bench import cpu_seconds, pct, pipelined_sends, sync_sends  # noqa: E402
+from tests.support.processes import ServerProcess, start_namesrv  # noqa: E402
+
+T = 10_000
+
+
+def start(namesrv: str, store: Path, conf: str) -> ServerProcess:
+    store.parent.mkdir(parents=True, exist_ok=True)
+    path = store.parent / f"{store.name}.conf"
+    path.write_text("brokerName=bench-ha\n" + conf)
+    return ServerProcess(
+        ["broker", "-n", namesrv, "-c", str(path), "--listen", "127.0.0.1:0", "--store-dir", str(store),
+         "--broker-ip", "127.0.0.1", "--log-level", "WARNING"]
+    ).start()
+
+
+async def runtime(client: RemotingClient, addr: str) -> dict[str, str]:
+    resp = await client.invoke(addr, RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO), T)
+    assert resp.code == ResponseCode.SUCCESS, resp.remark
+    table: dict[str, str] = orjson.loads(resp.body_bytes())["table"]
+    return table
+
+
+async def until(check: Callable[[], Awaitable[bool]], timeout_s: float, interval_s: float = 0.01) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not await check():
+        if time.monotonic() > deadline:
+            raise TimeoutError("benchmark condition not reached")
+        await asyncio.sleep(interval_s)
+
+
+class Group:
+    """A master (``role``) and, unless ``slave`` is False, one slave, on fresh stores."""
+
+    def __init__(self, namesrv: str, root: Path, role: str | None, slave: bool = True) -> None:
+        self.root = root
+        self.master = start(namesrv, root / "master", f"brokerRole={role}\n" if role else "")
+        self.slave: ServerProcess | None = None
+        if slave:
+            self.slave = start(namesrv, root / "slave", "brokerRole=SLAVE\nbrokerId=1\n")
+
+    async def linked(self, client: RemotingClient) -> None:
+        if self.slave is None:
+            return
+
+        async def one() -> bool:
+            return (await runtime(client, self.master.addr)).get("haConnectionCount") == "1"
+
+        await until(one, 30)
+
+    def cpu(self) -> tuple[float, float]:
+        return cpu_seconds(self.master.pid), cpu_seconds(self.slave.pid) if self.slave else 0.0
+
+    def close(self) -> None:
+        if self.slave is not None:
+            self.slave.close()
+        self.master.close()
+
+
+async def measured(group: Group, body: Callable[[], Awaitable[Any]]) -> tuple[Any, float, float]:
+    m0, s0 = group.cpu()
+    began = time.perf_counter()
+    result = await body()
+    wall = time.perf_counter() - began
+    m1, s1 = group.cpu()
+    return result, (m1 - m0) / wall, (s1 - s0) / wall
+
+
+async def send_workloads(
+    namesrv: str, root: Path, role: str | None, slave: bool, args: argparse.Namespace
+) -> dict[str, Any]:
+    group = Group(namesrv, root, role, slave)
+    client = RemotingClient()
+    try:
+        await group.linked(client)
+        topic = f"Bench{int(time.time() * 1000)}"
+        await sync_sends(client, group.master.addr, topic, 200)  # warm: topic created, routes, caches
+        (rate, lat), m_cpu, s_cpu = await measured(
+            group, lambda: sync_sends(client, group.master.addr, topic, args.sync_messages)
+        )
+        out: dict[str, Any] = {"sync_rate": rate, "sync_p50_ms": pct(lat, 0.5), "sync_p99_ms": pct(lat, 0.99),
+                               "sync_cpu": (m_cpu, s_cpu)}
+        lag = LagProbe(client, group, topic) if slave else None
+        if lag is not None:
+            lag.start()
+        prate, m_cpu, s_cpu = await measured(
+            group, lambda: pipelined_sends(client, group.master.addr, topic, args.messages, args.inflight)
+        )
+        out.update(pipe_rate=prate, pipe_cpu=(m_cpu, s_cpu))
+        if lag is not None:
+            out["lag_p99_ms"], out["lag_p50_ms"] = await lag.stop()
+        return out
+    finally:
+        await client.close()
+        group.close()
+
+
+async def queue_max(client: RemotingClient, addr: str, topic: str) -> int:
+    header = TopicQueueRequestHeader(topic, 0).encode()
+    resp = await client.invoke(addr, RemotingCommand.request(RequestCode.GET_MAX_OFFSET, header), T)
+    return int(resp.ext_fields["offset"])
+
+
+class LagProbe:
+    """Replication lag: queue 0's max offset on the master sampled every 2 ms (a small
+    request: the probe must not load the brokers); the lag of a sample is how long until the
+    slave's queue 0 reaches it (replicated and dispatched: a consumer could read it there)."""
+
+    def __init__(self, client: RemotingClient, group: Group, topic: str) -> None:
+        self._client = client
+        self._group = group
+        self._topic = topic
+        self._task: asyncio.Task[list[float]] | None = None
+        self._stop = False
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run())
+
+    async def _run(self) -> list[float]:
+        assert self._group.slave is not None
+        master, slave = self._group.master.addr, self._group.slave.addr
+        pending: collections.deque[tuple[float, int]] = collections.deque()
+        lags: list[float] = []
+        while not self._stop or pending:
+            if not self._stop:
+                pending.append((time.perf_counter(), await queue_max(self._client, master, self._topic)))
+            held = await queue_max(self._client, slave, self._topic)
+            seen = time.perf_counter()
+            while pending and pending[0][1] <= held:
+                lags.append(seen - pending.popleft()[0])
+            await asyncio.sleep(0.002)
+        return lags
+
+    async def stop(self) -> tuple[float, float]:
+        self._stop = True
+        assert self._task is not None
+        lags = await self._task
+        return pct(lags, 0.99), pct(lags, 0.5)
+
+
+async def catch_up(namesrv: str, root: Path, args: argparse.Namespace) -> dict[str, Any]:
+    group = Group(namesrv, root, None, slave=False)
+    client = RemotingClient()
+    try:
+        topic = f"Backlog{int(time.time() * 1000)}"
+        n = args.backlog_mb * 1024 * 1024 // 1200
+        await pipelined_sends(client, group.master.addr, topic, n, args.inflight)
+        target = int((await runtime(client, group.master.addr))["commitLogMaxOffset"])
+        group.slave = start(namesrv, root / "slave", "brokerRole=SLAVE\nbrokerId=1\n")
+        # From the slave's ready line (its HA client starts then): process start-up excluded.
+        m0, s0 = group.cpu()
+        began = time.perf_counter()
+        slave = group.slave
+
+        async def held() -> bool:
+            return int((await runtime(client, slave.addr))["commitLogMaxOffset"]) >= target
+
+        await until(held, 300, 0.005)
+        wall = time.perf_counter() - began
+        return {"catchup_mb_s": target / wall / 1e6, "catchup_cpu": ((cpu_seconds(group.master.pid) - m0) / wall,
+                                                                    (cpu_seconds(slave.pid) - s0) / wall)}
+    finally:
+        await client.close()
+        group.close()
+
+
+def med(runs: list[dict[str, Any]], key: str) -> Any:
+    values = [r[key] for r in runs]
+    if isinstance(values[0], tuple):
+        return tuple(statistics.median(v[i] for v in values) for i in range(len(values[0])))
+    return statistics.median(values)
+
+
+async def bench(namesrv: str, root: Path, args: argparse.Namespace) -> None:
+    configs = {"single broker": (None, False), "ASYNC_MASTER+slave": ("ASYNC_MASTER", True),
+               "SYNC_MASTER+slave": ("SYNC_MASTER", True)}
+    results: dict[str, list[dict[str, Any]]] = {name: [] for name in configs}
+    catchups: list[dict[str, Any]] = []
+    for i in range(args.runs):
+        for name, (role, slave) in configs.items():  # interleaved: noise hits every config alike
+            results[name].append(await send_workloads(namesrv, root / f"{i}-{name[:5]}", role, slave, args))
+        catchups.append(await catch_up(namesrv, root / f"{i}-catchup", args))
+    print(f"1 KiB bodies, medians of {args.runs}; cpu = CPU seconds per wall second (master, slave)")
+    print(f"{'':22} {'sync/s':>8} {'p50 ms':>7} {'p99 ms':>7} {'cpu':>11} {'pipelined/s':>12} {'cpu':>11}"
+          f" {'lag p50/p99 ms':>15}")
+    for name, runs in results.items():
+        sc, pc = med(runs, "sync_cpu"), med(runs, "pipe_cpu")
+        lag = f"{med(runs, 'lag_p50_ms'):.1f}/{med(runs, 'lag_p99_ms'):.1f}" if "lag_p99_ms" in runs[0] else "-"
+        print(f"{name:22} {med(runs, 'sync_rate'):8.0f} {med(runs, 'sync_p50_ms'):7.3f}"
+              f" {med(runs, 'sync_p99_ms'):7.3f} "
+              f"{sc[0]:5.2f},{sc[1]:5.2f} {med(runs, 'pipe_rate'):12.0f} {pc[0]:5.2f},{pc[1]:5.2f} {lag:>15}")
+    sync, asyn = results["SYNC_MASTER+slave"], results["ASYNC_MASTER+slave"]
+    print(f"SYNC_MASTER / ASYNC_MASTER: sync sends {med(sync, 'sync_rate') / med(asyn, 'sync_rate'):.0%}"
+          " (target >= 70 %,"
+          f" p99 {med(sync, 'sync_p99_ms'):.3f} ms, target <= 1.5), pipelined "
+          f"{med(sync, 'pipe_rate') / med(asyn, 'pipe_rate'):.0%} (target >= 70 %)")
+    cc = med(catchups, "catchup_cpu")
+    print(f"catch-up of a {args.backlog_mb} MB backlog: {med(catchups, 'catchup_mb_s'):.0f} MB/s (target >= 150),"
+          f" cpu {cc[0]:.2f},{cc[1]:.2f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--sync-messages", type=int, default=3000)
+    parser.add_argument("--messages", type=int, default=30_000)
+    parser.add_argument("--inflight", type=int, default=64)
+    parser.add_argument("--backlog-mb", type=int, default=200)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        namesrv = start_namesrv(Path(tmp) / "ns")
+        try:
+            run(bench(namesrv.addr, Path(tmp), args))
+        finally:
+            namesrv.close()
+
+
+if __name__ == "__main__":
+    main()
