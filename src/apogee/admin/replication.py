@@ -92,10 +92,10 @@ def _lag_ms(links: list[dict[str, Any]], addr: str, max_offset: int) -> int:
 
 async def replication_status(admin: AdminClient) -> list[GroupHA]:
     """Every broker group the NameServer lists, with each broker's HA state."""
-    brokers, _clusters = await admin.cluster_info()
+    view = await admin.cluster_info()
     groups: list[GroupHA] = []
-    for name, data in sorted(brokers.items()):
-        addrs: dict[int, str] = dict(getattr(data, "broker_addrs", {}))
+    for name, data in sorted(view.brokers.items()):
+        addrs: dict[int, str] = dict(data.broker_addrs)
         infos: dict[str, dict[str, str] | str] = {}
         for addr in addrs.values():
             try:
