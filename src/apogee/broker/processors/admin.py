@@ -26,7 +26,6 @@ from apogee.broker.records import record_at
 from apogee.broker.stats import GROUP_GET_NUMS, BrokerStats
 from apogee.broker.subscriptions import SubscriptionGroupConfig, SubscriptionGroupManager, group_config_problem
 from apogee.broker.topics import TopicConfigManager, topic_config_problem
-from apogee.common.config import properties_text
 from apogee.common.constants import SCHEDULE_TOPIC, SYSTEM_TOPIC_PREFIX, SYSTEM_TOPICS
 from apogee.common.lenient_json import loads
 from apogee.errors import HeaderError
@@ -126,7 +125,6 @@ class AdminProcessor:
             RequestCode.GET_BROKER_RUNTIME_INFO: self.runtime_info,
             RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: self.reset_offset,
             RequestCode.VIEW_BROKER_STATS_DATA: self.view_stats,
-            RequestCode.GET_BROKER_CONFIG: self.broker_config,
             RequestCode.GET_PRODUCER_CONNECTION_LIST: self.producer_connections,
             RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: self.consumed_by,
             RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER: self.system_topics,
@@ -394,13 +392,6 @@ class AdminProcessor:
         """TopicList: RocketMQ's system topics, with this broker's cluster and broker names."""
         topics = set(SYSTEM_TOPICS) | {self._config.broker_cluster_name, self._config.broker_name}
         return req.response(ResponseCode.SUCCESS, body=encode_topic_list(sorted(topics)))
-
-    def broker_config(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
-        """Every broker and store setting as ``key=value`` lines (RocketMQ's property names),
-        and the configuration's data version in the ``version`` header."""
-        text = properties_text(self._config, self._store.config)
-        version = orjson.dumps({"counter": 0, "timestamp": self._stats.boot_ms}).decode()
-        return req.response(ResponseCode.SUCCESS, body=text.encode(), ext_fields={"version": version})
 
     def query_consume_queue(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         """QUERY_CONSUME_QUEUE (mqadmin queryCq): ``count`` raw entries of one ConsumeQueue from
