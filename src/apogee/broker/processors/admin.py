@@ -131,6 +131,7 @@ class AdminProcessor:
             RequestCode.GET_BROKER_CONSUME_STATS: self.broker_consume_stats,
             RequestCode.QUERY_CONSUME_QUEUE: self.query_consume_queue,
             RequestCode.CLEAN_UNUSED_TOPIC: self.clean_unused_topics,
+            RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE: self.clean_expired_consume_queues,
             RequestCode.DELETE_EXPIRED_COMMITLOG: self.delete_expired_commitlog,
             RequestCode.GET_ALL_PRODUCER_INFO: self.all_producers,
         }
@@ -248,6 +249,14 @@ class AdminProcessor:
         for topic in sorted(unused):
             removed = await self._store.delete_topic(topic)
             log.info("cleaned unused topic %s: %d ConsumeQueues removed", topic, removed)
+        return req.response(ResponseCode.SUCCESS)
+
+    async def clean_expired_consume_queues(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+        """CLEAN_EXPIRED_CONSUMEQUEUE (mqadmin cleanExpiredCQ): destroy the ConsumeQueues whose
+        messages the CommitLog no longer holds (RocketMQ's cleanExpiredConsumerQueue); SUCCESS."""
+        removed = await self._store.clean_expired_consume_queues()
+        log.info("cleanExpiredConsumeQueue asked by %s: %d ConsumeQueues destroyed", getattr(conn, "peer", "?"),
+                 removed)
         return req.response(ResponseCode.SUCCESS)
 
     def delete_expired_commitlog(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
