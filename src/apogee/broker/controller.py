@@ -30,6 +30,7 @@ from apogee.broker.processors.admin import AdminProcessor
 from apogee.broker.processors.client_manage import ClientManageProcessor, notify_consumer_ids_changed
 from apogee.broker.processors.end_transaction import EndTransactionProcessor
 from apogee.broker.processors.pull import PullProcessor
+from apogee.broker.processors.relay import ConsumerRelayProcessor
 from apogee.broker.processors.reply import ReplyProcessor
 from apogee.broker.processors.send import SendProcessor
 from apogee.broker.registration import NamesrvRegistrar
@@ -136,6 +137,7 @@ class BrokerController:
                 delay_offsets=self.schedule.encode, topics_changed=self.registrar_trigger, stats=self.stats,
             ),
             EndTransactionProcessor(config=config, transactions=self.transactions),
+            ConsumerRelayProcessor(config=config, store=self.store, clients=self.clients),
             ConfigRequestProcessor(
                 LiveConfig(
                     (config, store_config, self.remoting_config), config_file or default_config_path(root),
