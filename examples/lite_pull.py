@@ -11,6 +11,8 @@ import argparse
 import asyncio
 import os
 
+from _topics import require_topics  # examples/_topics.py: one line when the topic does not exist
+
 from apogee.client import LitePullConsumer
 
 
@@ -40,4 +42,5 @@ if __name__ == "__main__":
     parser.add_argument("--group", default="example_lite_group")
     parser.add_argument("--expect", type=int, default=10)
     args = parser.parse_args()
+    require_topics(args.namesrv, args.topic)
     raise SystemExit(asyncio.run(main(args.namesrv, args.topic, args.group, args.expect)))

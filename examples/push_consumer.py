@@ -12,6 +12,8 @@ import argparse
 import asyncio
 import os
 
+from _topics import require_topics  # examples/_topics.py: one line when the topic does not exist
+
 from apogee.client import ConsumeContext, ConsumeResult, MessageExt, PushConsumer
 
 
@@ -48,4 +50,5 @@ if __name__ == "__main__":
     parser.add_argument("--expect", type=int, default=10)
     parser.add_argument("--timeout", type=float, default=60)
     args = parser.parse_args()
+    require_topics(args.namesrv, args.topic)
     raise SystemExit(asyncio.run(main(args.namesrv, args.topic, args.group, args.expect, args.timeout)))

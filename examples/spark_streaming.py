@@ -13,6 +13,8 @@ from __future__ import annotations
 import argparse
 import os
 
+from _topics import require_topics  # examples/_topics.py: one line when the topic does not exist
+
 from apogee.spark import local_session
 
 
@@ -25,6 +27,7 @@ def main() -> None:
     parser.add_argument("--checkpoint", required=True)
     parser.add_argument("--max-per-trigger", type=int, default=10_000)
     args = parser.parse_args()
+    require_topics(args.namesrv, args.source)
 
     spark = local_session("spark-streaming-example")
     try:

@@ -22,20 +22,39 @@ def test_help_everywhere(command: list[str]) -> None:
     assert result.returncode == 0 and "Usage:" in result.stdout
 
 
-def test_broker_conf_with_rocketmq_names_and_unknown_keys(tmp_path: Path) -> None:
+def test_broker_conf_with_rocketmq_names(tmp_path: Path) -> None:
     conf = tmp_path / "broker.conf"
     conf.write_text(
         "brokerClusterName=C1\nbrokerName=broker-x\nbrokerId=0\nnamesrvAddr=127.0.0.1:9876\n"
         "listenPort=10921\nstorePathRootDir=/tmp/x\nflushDiskType=SYNC_FLUSH\nbrokerRole=ASYNC_MASTER\n"
-        "autoCreateTopicEnable=false\nfileReservedTime=48\ndeleteWhen=04\nnoSuchKey=1\n"
+        "autoCreateTopicEnable=false\nfileReservedTime=48\ndeleteWhen=04\n"
     )
     result = apogee("broker", "-c", str(conf), "-p")
-    assert result.returncode == 0
+    assert result.returncode == 0, result.stderr
     config = dict(line.split("=", 1) for line in result.stdout.splitlines())
     assert config["brokerClusterName"] == "C1" and config["listenPort"] == "10921"
     assert config["flushDiskType"] == "SYNC_FLUSH" and config["fileReservedTime"] == "48"
     assert config["autoCreateTopicEnable"] == "false"
-    assert "noSuchKey" in result.stderr  # reported, not silently ignored
+
+
+@pytest.mark.parametrize(
+    ("role", "conf_name", "text", "suggestion"),
+    [
+        ("broker", "broker.conf", "brokerName=b\nfileReservedTme=48\n", "fileReservedTime"),
+        ("namesrv", "namesrv.conf", "listenPort=0\norderMessageEnabled=true\n", "orderMessageEnable"),
+    ],
+)
+def test_a_misspelled_key_stops_the_server_with_a_suggestion(
+    tmp_path: Path, role: str, conf_name: str, text: str, suggestion: str
+) -> None:
+    """A typo in a conf file would otherwise leave the setting at its default unnoticed."""
+    conf = tmp_path / conf_name
+    conf.write_text(text)
+    result = apogee(role, "-c", str(conf), "--listen", "127.0.0.1:0")
+    assert result.returncode == 3
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    assert f"(did you mean {suggestion!r}?)" in lines[0] and str(conf) in lines[0]
 
 
 def test_bad_config_value_is_one_clear_line(tmp_path: Path) -> None:

@@ -22,8 +22,20 @@ READY = re.compile(r"ready on (\S+):(\d+)")
 
 
 class ServerProcess:
-    def __init__(self, args: list[str], *, ready_timeout_s: float = 20.0, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        args: list[str],
+        *,
+        ready_timeout_s: float = 20.0,
+        env: dict[str, str] | None = None,
+        cwd: Path | None = None,
+        executable: str | None = None,
+    ) -> None:
+        """``args`` after ``python -m apogee`` (or after ``executable``, a command as a user
+        types it, such as ``.venv/bin/apogee``), run in ``cwd``."""
         self.args = args
+        self.cwd = cwd
+        self.program = [executable] if executable else [sys.executable, "-m", "apogee"]
         self.ready_timeout_s = ready_timeout_s
         self.env = {**os.environ, **(env or {})}
         self.proc: subprocess.Popen[bytes] | None = None
@@ -43,7 +55,8 @@ class ServerProcess:
 
     def start(self) -> ServerProcess:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "apogee", *self.args],
+            [*self.program, *self.args],
+            cwd=self.cwd,
             stdout=subprocess.PIPE,
             stderr=self._stderr,
             env=self.env,

@@ -10,6 +10,7 @@ the store shuts down and removes its abort file.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import Iterator
@@ -17,6 +18,7 @@ from pathlib import Path
 
 from apogee.broker.clients import ClientManager
 from apogee.broker.config import BrokerAddress, BrokerConfig, BrokerRole, advertised_ip
+from apogee.broker.config_update import LIVE_BROKER_KEYS, default_config_path
 from apogee.broker.ha.master import HAMaster
 from apogee.broker.ha.slave import HASlave
 from apogee.broker.locks import RebalanceLockManager
@@ -28,18 +30,22 @@ from apogee.broker.processors.admin import AdminProcessor
 from apogee.broker.processors.client_manage import ClientManageProcessor, notify_consumer_ids_changed
 from apogee.broker.processors.end_transaction import EndTransactionProcessor
 from apogee.broker.processors.pull import PullProcessor
+from apogee.broker.processors.relay import ConsumerRelayProcessor
 from apogee.broker.processors.reply import ReplyProcessor
 from apogee.broker.processors.send import SendProcessor
 from apogee.broker.registration import NamesrvRegistrar
 from apogee.broker.schedule import ScheduleService
 from apogee.broker.stats import BrokerStats
 from apogee.broker.subscriptions import SubscriptionGroupManager
-from apogee.broker.topics import TopicConfigManager
+from apogee.broker.topics import PERM_RW, TopicConfigManager
 from apogee.broker.transaction import TransactionService
+from apogee.common.config_update import LiveConfig
 from apogee.common.constants import SCHEDULE_TOPIC, parse_delay_levels
 from apogee.remoting.bodies.route import DataVersion, TopicConfigData
 from apogee.remoting.client import RemotingClient
+from apogee.remoting.codes import RequestCode
 from apogee.remoting.config import RemotingConfig
+from apogee.remoting.config_requests import ConfigRequestProcessor
 from apogee.remoting.connection import Connection
 from apogee.remoting.server import RemotingServer, RequestDispatcher
 from apogee.store.config import StoreConfig
@@ -54,7 +60,11 @@ class BrokerController:
         config: BrokerConfig,
         store_config: StoreConfig,
         remoting: RemotingConfig | None = None,
+        *,
+        config_file: Path | None = None,
     ) -> None:
+        """``config_file``: the broker.conf given with ``-c``, where runtime config changes
+        persist (default ``<storePathRootDir>/config/broker.properties``)."""
         config.validate_role()
         self.config = config
         self.store_config = store_config
@@ -128,6 +138,15 @@ class BrokerController:
                 ha_info=self._ha_runtime_info,
             ),
             EndTransactionProcessor(config=config, transactions=self.transactions),
+            ConsumerRelayProcessor(config=config, store=self.store, clients=self.clients),
+            ConfigRequestProcessor(
+                LiveConfig(
+                    (config, store_config, self.remoting_config), config_file or default_config_path(root),
+                    live=LIVE_BROKER_KEYS, now_ms=int(time.time() * 1000),
+                ),
+                get_code=RequestCode.GET_BROKER_CONFIG, update_code=RequestCode.UPDATE_BROKER_CONFIG,
+                version_header=True, on_change=self._config_changed,
+            ),
             ReplyProcessor(
                 config=config, store_config=store_config, store=self.store, clients=self.clients,
                 address=self.address, sends=self.send_processor,
@@ -225,7 +244,21 @@ class BrokerController:
                 self.ha_slave.address_known.set()
 
     def _topic_snapshot(self) -> tuple[DataVersion, dict[str, TopicConfigData]]:
-        return self.topics.data_version, dict(self.topics.table)
+        """The topics registered with NameServers; a broker that may not be written (or read)
+        masks every topic's permission with its own, as RocketMQ's registerBrokerAll."""
+        perm = self.config.broker_permission
+        table = dict(self.topics.table)
+        if perm & PERM_RW != PERM_RW:
+            table = {name: dataclasses.replace(tc, perm=tc.perm & perm) for name, tc in table.items()}
+        return self.topics.data_version, table
+
+    def _config_changed(self, keys: set[str]) -> None:
+        """After UPDATE_BROKER_CONFIG: a new brokerPermission is registered at once, with a new
+        topic data version so that NameServers take the masked permissions (RocketMQ's)."""
+        if "brokerPermission" in keys:
+            version = self.topics.data_version
+            self.topics.data_version = DataVersion(int(time.time() * 1000), version.counter + 1)
+            self.registrar_trigger()
 
     def registrar_trigger(self) -> None:
         if self.registrar is not None:

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections import deque
-from dataclasses import dataclass
+
+from apogee.common.stats_item import WINDOWS, StatsItem
 
 TOPIC_PUT_NUMS = "TOPIC_PUT_NUMS"
 TOPIC_PUT_SIZE = "TOPIC_PUT_SIZE"
@@ -29,11 +30,6 @@ GROUP_GET_SIZE = "GROUP_GET_SIZE"
 SNDBCK_PUT_NUMS = "SNDBCK_PUT_NUMS"
 BROKER_PUT_NUMS = "BROKER_PUT_NUMS"
 BROKER_GET_NUMS = "BROKER_GET_NUMS"
-
-MINUTE_SAMPLE_MS = 10_000
-HOUR_SAMPLE_MS = 600_000
-DAY_SAMPLE_MS = 3_600_000
-_WINDOWS = ((MINUTE_SAMPLE_MS, 7), (HOUR_SAMPLE_MS, 7), (DAY_SAMPLE_MS, 25))
 
 TPS_SAMPLES = 601  # one a second: enough for the 600 s figure
 # StoreStatsService's coarse distribution: upper bounds (ms, exclusive) of slots 1..11.
@@ -57,49 +53,6 @@ def _fine_bounds() -> tuple[int, ...]:
 
 
 FINE_BOUNDS = _fine_bounds()
-
-
-@dataclass(frozen=True)
-class StatsSnapshot:
-    """One window of one item: what RocketMQ's BrokerStatsItem carries."""
-
-    sum: int
-    tps: float
-    avgpt: float
-
-    def to_json(self) -> dict[str, float | int]:
-        return {"avgpt": self.avgpt, "sum": self.sum, "tps": self.tps}
-
-
-class StatsItem:
-    """A running value and call count, with its three sampled windows."""
-
-    __slots__ = ("value", "times", "_windows")
-
-    def __init__(self) -> None:
-        self.value = 0
-        self.times = 0
-        self._windows: tuple[deque[tuple[int, int, int]], ...] = tuple(deque() for _ in _WINDOWS)
-
-    def sample(self, window: int, now_ms: int) -> None:
-        samples = self._windows[window]
-        interval, keep = _WINDOWS[window]
-        if not samples:  # as RocketMQ: a zero sample one interval back, so the first figure is a rate
-            samples.append((now_ms - interval, 0, 0))
-        samples.append((now_ms, self.times, self.value))
-        while len(samples) > keep:
-            samples.popleft()
-
-    def snapshot(self, window: int) -> StatsSnapshot:
-        samples = self._windows[window]
-        if not samples:
-            return StatsSnapshot(0, 0.0, 0.0)
-        t0, times0, v0 = samples[0]
-        t1, times1, v1 = samples[-1]
-        total = v1 - v0
-        tps = total * 1000.0 / (t1 - t0) if t1 > t0 else 0.0
-        times = times1 - times0
-        return StatsSnapshot(total, tps, total / times if times > 0 else 0.0)
 
 
 def java_double(value: float) -> str:
@@ -248,7 +201,7 @@ class BrokerStats:
             self._last_fine, self._fine = self._fine, [0] * (len(FINE_BOUNDS) + 1)
         for window, name in enumerate(("minute", "hour", "day")):
             if now_ms >= due[name]:
-                due[name] = now_ms + _WINDOWS[window][0]
+                due[name] = now_ms + WINDOWS[window][0]
                 for table in self.items.values():
                     for item in table.values():
                         item.sample(window, now_ms)

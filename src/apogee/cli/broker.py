@@ -9,9 +9,10 @@ from pathlib import Path
 import click
 
 from apogee.broker.config import BrokerConfig, BrokerRole
+from apogee.broker.config_update import default_config_path
 from apogee.cli.serve import serve, setup_logging
 from apogee.cli.status import ExitStatus
-from apogee.common.config import apply, describe, load_file
+from apogee.common.config import apply, describe, known_keys, load_file, unknown_keys_error
 from apogee.errors import ConfigError
 from apogee.remoting.config import RemotingConfig, parse_listen
 from apogee.store.config import StoreConfig
@@ -20,15 +21,31 @@ log = logging.getLogger("apogee.cli.broker")
 
 
 def load_broker_conf(path: str | None) -> tuple[BrokerConfig, StoreConfig, RemotingConfig, list[str]]:
-    """Spread one broker.conf over the three config objects; return the keys none knows."""
+    """Spread one broker.conf over the three config objects; return the keys none knows
+    (``apogee broker`` stops on them: ``unknown_keys_error``)."""
     broker, store, remoting = BrokerConfig(), StoreConfig(), RemotingConfig()
-    if not path:
-        return broker, store, remoting, []
+    unknown = _apply_file(path, broker, store, remoting) if path else []
+    return broker, store, remoting, unknown
+
+
+def _apply_file(path: str | Path, *configs: object) -> list[str]:
     values = load_file(path)
     unknown = set(values)
-    for config in (broker, store, remoting):
+    for config in configs:
         unknown &= set(apply(config, values, strict=False))
-    return broker, store, remoting, sorted(unknown)
+    return sorted(unknown)
+
+
+def apply_runtime_changes(broker: BrokerConfig, store: StoreConfig, remoting: RemotingConfig) -> Path | None:
+    """Without ``-c``: the changes UPDATE_BROKER_CONFIG persisted under the store root
+    (``config/broker.properties``), applied over the defaults; returns that file if it exists."""
+    path = default_config_path(store.store_path_root_dir)
+    if not path.is_file():
+        return None
+    unknown = _apply_file(path, broker, store, remoting)
+    if unknown:
+        raise unknown_keys_error(str(path), unknown, known_keys(broker, store, remoting))
+    return path
 
 
 def _print_config(*configs: object) -> None:
@@ -83,6 +100,8 @@ def broker_command(
     setup_logging(log_level)
     try:
         broker, store, remoting, unknown = load_broker_conf(config_file)
+        if unknown:
+            raise unknown_keys_error(str(config_file), unknown, known_keys(broker, store, remoting))
         if listen:
             broker.listen_host, broker.listen_port = parse_listen(listen, 10911)
         if broker_id is not None:
@@ -93,31 +112,34 @@ def broker_command(
             store.ha_listen_port = ha_port
         if ha_master is not None:
             store.ha_master_address = ha_master
+        if namesrv:
+            broker.namesrv_addr = namesrv
+        if store_dir:
+            store.store_path_root_dir = str(Path(store_dir).resolve())
+        if broker_ip:
+            broker.broker_ip1 = broker_ip
+        saved = None if config_file else apply_runtime_changes(broker, store, remoting)
         broker.validate_role()
         store.validate()
     except (ConfigError, ValueError) as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(ExitStatus.CONFIG)
-    if unknown:
-        log.warning("ignoring keys of %s that Apogee does not know: %s", config_file, ", ".join(unknown))
-    if namesrv:
-        broker.namesrv_addr = namesrv
-    if store_dir:
-        store.store_path_root_dir = str(Path(store_dir).resolve())
-    if broker_ip:
-        broker.broker_ip1 = broker_ip
+    if saved is not None:
+        log.info("applied the settings changed at runtime and saved in %s", saved)
     if print_config:
         _print_config(broker, store, remoting)
         return
     if not broker.namesrv_list():
         log.warning("no NameServer given (-n or namesrvAddr): clients will not find this broker")
-    sys.exit(run_broker(broker, store, remoting))
+    sys.exit(run_broker(broker, store, remoting, Path(config_file).resolve() if config_file else None))
 
 
-def run_broker(broker: BrokerConfig, store: StoreConfig, remoting: RemotingConfig) -> ExitStatus:
+def run_broker(
+    broker: BrokerConfig, store: StoreConfig, remoting: RemotingConfig, config_file: Path | None = None
+) -> ExitStatus:
     from apogee.broker.controller import BrokerController
 
-    controller = BrokerController(broker, store, remoting)
+    controller = BrokerController(broker, store, remoting, config_file=config_file)
 
     async def start() -> str:
         host, port = await controller.start()

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import click
 
 from apogee.cli.serve import serve, setup_logging
 from apogee.cli.status import ExitStatus
-from apogee.common.config import apply, load_file
+from apogee.common.config import apply, known_keys, load_file, unknown_keys_error
 from apogee.errors import ConfigError
 from apogee.namesrv.config import NamesrvConfig
 from apogee.namesrv.server import NameServer
@@ -40,18 +41,18 @@ def namesrv_command(
     remoting = RemotingConfig()
     try:
         if config_file:
-            values = load_file(config_file)
-            unknown = set(apply(config, values, strict=False))
-            unknown &= set(apply(remoting, {k: values[k] for k in unknown}, strict=False))
-            if unknown:
-                raise ConfigError(f"unknown keys in {config_file}: {', '.join(sorted(unknown))}")
+            _apply_file(config_file, config, remoting)
+            config.config_store_path = str(Path(config_file).resolve())
+        if home:
+            config.rocketmq_home = home
+        if not config_file and config.settings_path.is_file():
+            # Settings UPDATE_NAMESRV_CONFIG saved when there was no -c (RocketMQ writes them too).
+            _apply_file(str(config.settings_path), config, remoting)
         if listen:
             config.listen_host, config.listen_port = parse_listen(listen, 9876)
     except (ConfigError, ValueError) as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(ExitStatus.CONFIG)
-    if home:
-        config.rocketmq_home = home
     if expire_ms is not None:
         config.broker_channel_expired_time_ms = expire_ms
     if scan_interval_ms is not None:
@@ -63,3 +64,13 @@ def namesrv_command(
         return f"apogee namesrv ready on {host}:{port}"
 
     sys.exit(serve(start, server.stop))
+
+
+def _apply_file(path: str, config: NamesrvConfig, remoting: RemotingConfig) -> None:
+    """Apply a namesrv.conf; a key neither config reads stops the NameServer, naming the
+    closest known key."""
+    values = load_file(path)
+    unknown = set(apply(config, values, strict=False))
+    unknown &= set(apply(remoting, {k: values[k] for k in unknown}, strict=False))
+    if unknown:
+        raise unknown_keys_error(path, unknown, known_keys(config, remoting))

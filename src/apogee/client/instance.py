@@ -25,8 +25,6 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Protocol, TypeVar
 
-import orjson
-
 from apogee.client.api import ClientAPI
 from apogee.client.config import ClientConfig
 from apogee.client.request import RequestTable, decode_pushed_reply
@@ -40,12 +38,17 @@ from apogee.common.lenient_json import loads
 from apogee.common.message import MessageQueue
 from apogee.common.message_codec import decode_record
 from apogee.errors import ApogeeError, ClientStateError, ConnectionClosedError, RequestTimeoutError
+from apogee.remoting.bodies.consumer_info import ConsumerRunningInfo
 from apogee.remoting.bodies.heartbeat import ConsumerData, HeartbeatData
 from apogee.remoting.bodies.route import TopicRouteData
 from apogee.remoting.client import RemotingClient
 from apogee.remoting.codes import RequestCode, ResponseCode
 from apogee.remoting.command import RemotingCommand
 from apogee.remoting.connection import Connection
+from apogee.remoting.headers.consumer import (
+    ConsumeMessageDirectlyResultRequestHeader,
+    GetConsumerRunningInfoRequestHeader,
+)
 from apogee.remoting.server import RequestDispatcher
 
 log = logging.getLogger("apogee.client.instance")
@@ -63,7 +66,7 @@ class ConsumerHandle(Protocol):
     def trigger_rebalance(self) -> None: ...
     async def persist_offsets(self) -> None: ...
     def reset_offset(self, topic: str, offsets: dict[MessageQueue, int]) -> None: ...
-    def running_info(self) -> dict[str, Any]: ...
+    def running_info(self, namesrvs: list[str], jstack: bool) -> ConsumerRunningInfo: ...
 
 
 class ProducerHandle(Protocol):
@@ -88,6 +91,7 @@ class ClientInstance:
         self.dispatcher.register(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, self._on_notify_ids_changed)
         self.dispatcher.register(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, self._on_reset_offset)
         self.dispatcher.register(RequestCode.GET_CONSUMER_RUNNING_INFO, self._on_running_info)
+        self.dispatcher.register(RequestCode.CONSUME_MESSAGE_DIRECTLY, self._on_consume_directly)
         self.dispatcher.register(RequestCode.CHECK_TRANSACTION_STATE, self._on_check_transaction)
         self.dispatcher.register(RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT, self._on_reply)
         # Requests of this client's producers waiting for their reply (request-reply).
@@ -407,11 +411,31 @@ class ClientInstance:
         return None
 
     def _on_running_info(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
-        group = (req.ext_fields or {}).get("consumerGroup", "")
-        consumer = self.consumers.get(group)
+        """GET_CONSUMER_RUNNING_INFO: the group's ConsumerRunningInfo (RocketMQ's shape)."""
+        h = GetConsumerRunningInfoRequestHeader.decode(req.ext_fields)
+        consumer = self.consumers.get(h.consumer_group)
         if consumer is None:
-            return req.response(ResponseCode.SYSTEM_ERROR, f"The Consumer Group <{group}> not exist in this consumer")
-        return req.response(ResponseCode.SUCCESS, body=orjson.dumps(consumer.running_info(), default=str))
+            return req.response(
+                ResponseCode.SYSTEM_ERROR, f"The Consumer Group <{h.consumer_group}> not exist in this consumer"
+            )
+        info = consumer.running_info(self._namesrvs, h.jstack_enable)
+        return req.response(ResponseCode.SUCCESS, body=info.encode())
+
+    async def _on_consume_directly(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+        """CONSUME_MESSAGE_DIRECTLY: the message in the body through the group's listener; a
+        ConsumeMessageDirectlyResult says how it ended (push consumers only, as RocketMQ)."""
+        h = ConsumeMessageDirectlyResultRequestHeader.decode(req.ext_fields)
+        consume = getattr(self.consumers.get(h.consumer_group), "consume_directly", None)
+        if consume is None:
+            return req.response(
+                ResponseCode.SYSTEM_ERROR, f"The Consumer Group <{h.consumer_group}> not exist in this consumer"
+            )
+        try:
+            msg = decode_record(req.body_bytes())
+        except ValueError as exc:
+            return req.response(ResponseCode.SYSTEM_ERROR, f"undecodable message in the request: {exc}")
+        result = await consume(msg, h.broker_name or "")
+        return req.response(ResponseCode.SUCCESS, body=result.encode())
 
     def _on_check_transaction(self, conn: Connection, req: RemotingCommand) -> None:
         """Hand the check to the producer of the half message's group, if it can answer."""

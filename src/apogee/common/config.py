@@ -10,6 +10,7 @@ keys that no field claims are reported, never silently ignored.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import enum
 import re
 from collections.abc import Iterable, Mapping
@@ -40,15 +41,24 @@ def parse_properties(text: str) -> dict[str, str]:
     """Parse Java ``.properties`` text (the subset broker.conf files use)."""
     result: dict[str, str] = {}
     for raw in text.splitlines():
-        line = raw.strip()
-        if not line or line[0] in "#!":
-            continue
-        match = re.match(r"([^=:\s]+)\s*[=:\s]\s*(.*)$", line)
-        if match is None:
-            result[line] = ""
-            continue
-        result[match.group(1)] = match.group(2).strip()
+        parsed = property_line(raw)
+        if parsed is not None:
+            result[parsed[0]] = parsed[1]
     return result
+
+
+def property_line(raw: str) -> tuple[str, str] | None:
+    """(key, value) of one ``.properties`` line; None for a blank line or a comment."""
+    line = raw.strip()
+    if not line or line[0] in "#!":
+        return None
+    match = _PROPERTY_LINE.match(line)
+    if match is None:
+        return line, ""
+    return match.group(1), match.group(2).strip()
+
+
+_PROPERTY_LINE = re.compile(r"([^=:\s]+)\s*[=:\s]\s*(.*)$")
 
 
 def _convert(value: Any, typ: Any, key: str) -> Any:
@@ -85,6 +95,27 @@ def _convert(value: Any, typ: Any, key: str) -> Any:
         except ValueError:
             raise ConfigError(f"{key}={value!r}: expected a number") from None
     return str(value).strip() if not isinstance(value, str) else value.strip()
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """`` (did you mean 'x'?)`` naming the known name closest to ``name`` (case ignored), or ""
+    when none is close: the hint every "unknown key/option" error carries."""
+    by_lower = {k.lower(): k for k in known}
+    close = difflib.get_close_matches(name.lower(), list(by_lower), n=1)
+    return f" (did you mean {by_lower[close[0]]!r}?)" if close else ""
+
+
+def unknown_keys_error(source: str, unknown: Iterable[str], known: Iterable[str]) -> ConfigError:
+    """The error a configuration file with keys nobody reads stops its server with: one line
+    naming each key, with the closest known key for each."""
+    names = list(known)
+    parts = [f"{key}{did_you_mean(key, names)}" for key in sorted(unknown)]
+    return ConfigError(f"unknown key{'s' if len(parts) > 1 else ''} in {source}: {', '.join(parts)}")
+
+
+def known_keys(*configs: object) -> set[str]:
+    """Every RocketMQ property name the ``configs`` read."""
+    return {key for config in configs for key in key_map(type(config))}
 
 
 def apply(config: T, values: Mapping[str, Any], *, strict: bool = True) -> list[str]:

@@ -27,7 +27,23 @@ class NamesrvConfig:
     )
     # Put orderTopicConf (from the ORDER_TOPIC_CONFIG KV namespace) into routes.
     order_message_enable: bool = False
+    # Where UPDATE_NAMESRV_CONFIG persists (RocketMQ's configStorePath): the namesrv.conf given
+    # with -c; empty = <rocketmqHome>/namesrv.properties, applied at start when there is no -c.
+    config_store_path: str = ""
 
     @property
     def kv_config_path(self) -> Path:
         return Path(self.rocketmq_home) / "kvConfig.json"
+
+    @property
+    def settings_path(self) -> Path:
+        """Where runtime changes persist (``config_store_path`` or its default)."""
+        if self.config_store_path:
+            return Path(self.config_store_path)
+        return Path(self.rocketmq_home) / "namesrv.properties"
+
+
+# Keys the running NameServer reads on every use (the route answer, the expiry scan).
+LIVE_NAMESRV_KEYS = frozenset({"orderMessageEnable", "brokerChannelExpiredTime"})
+# RocketMQ's configBlackList: a request may not move where the configuration lives.
+NEVER_NAMESRV_KEYS = frozenset({"configStorePath"})

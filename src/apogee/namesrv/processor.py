@@ -14,7 +14,6 @@ from collections.abc import Callable
 
 import orjson
 
-from apogee.common.config import properties_text
 from apogee.errors import HeaderError
 from apogee.namesrv.config import NamesrvConfig
 from apogee.namesrv.kv_config import ORDER_TOPIC_CONFIG, KVConfig
@@ -86,14 +85,9 @@ class NamesrvProcessor:
             RequestCode.GET_KV_CONFIG: self.get_kv,
             RequestCode.DELETE_KV_CONFIG: self.delete_kv,
             RequestCode.GET_KVLIST_BY_NAMESPACE: self.get_kv_list,
-            RequestCode.GET_NAMESRV_CONFIG: self.get_config,
         }
         for code, handler in handlers.items():
             dispatcher.register(code, handler)
-
-    def get_config(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
-        """GET_NAMESRV_CONFIG (mqadmin getNamesrvConfig): every setting as ``key=value`` lines."""
-        return req.response(ResponseCode.SUCCESS, body=properties_text(self.config).encode())
 
     # --- brokers ------------------------------------------------------------------------------
 

@@ -10,11 +10,14 @@ import asyncio
 import logging
 import time
 
-from apogee.namesrv.config import NamesrvConfig
+from apogee.common.config_update import LiveConfig
+from apogee.namesrv.config import LIVE_NAMESRV_KEYS, NEVER_NAMESRV_KEYS, NamesrvConfig
 from apogee.namesrv.kv_config import KVConfig
 from apogee.namesrv.processor import NamesrvProcessor
 from apogee.namesrv.routes import RouteTable
+from apogee.remoting.codes import RequestCode
 from apogee.remoting.config import RemotingConfig
+from apogee.remoting.config_requests import ConfigRequestProcessor
 from apogee.remoting.connection import Connection
 from apogee.remoting.server import RemotingServer, RequestDispatcher
 
@@ -30,11 +33,20 @@ class NameServer:
         persist_kv: bool = True,
     ) -> None:
         self.config = config or NamesrvConfig()
+        remoting = remoting or RemotingConfig()
         self.routes = RouteTable()
         self.kv = KVConfig(self.config.kv_config_path if persist_kv else None)
         self.processor = NamesrvProcessor(self.config, self.routes, self.kv)
+        self.settings = LiveConfig(
+            (self.config, remoting), self.config.settings_path,
+            live=LIVE_NAMESRV_KEYS, never=NEVER_NAMESRV_KEYS, now_ms=int(time.time() * 1000),
+        )
         dispatcher = RequestDispatcher()
         self.processor.register_with(dispatcher)
+        ConfigRequestProcessor(
+            self.settings, get_code=RequestCode.GET_NAMESRV_CONFIG, update_code=RequestCode.UPDATE_NAMESRV_CONFIG,
+            version_header=False,
+        ).register_with(dispatcher)
         self.server = RemotingServer(dispatcher, remoting, on_connection_closed=self._connection_closed)
         self.address: tuple[str, int] | None = None
         self._scan_task: asyncio.Task[None] | None = None

@@ -178,6 +178,7 @@ class SerializeType(IntEnum):
 
 # MQVersion.Version ordinals the servers act on (reference section 1.6).
 VERSION_V3_0_7_SNAPSHOT = 28
+VERSION_V3_1_8_SNAPSHOT = 62  # clients below it cannot answer GET_CONSUMER_RUNNING_INFO / CONSUME_MESSAGE_DIRECTLY
 VERSION_V3_1_8 = 63
 VERSION_V3_4_9 = 121
 VERSION_V4_9_4 = 401

@@ -10,12 +10,12 @@ from the default position.
 from __future__ import annotations
 
 import datetime
-import difflib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from apogee.common.config import did_you_mean
 from apogee.spark.errors import ApogeeSparkError
 from apogee.spark.offsets import OffsetSpec, parse_offset_spec
 
@@ -75,8 +75,7 @@ def _lower(options: Mapping[str, Any], known: tuple[str, ...], what: str) -> dic
         if name in _SPARK_OWN or name.startswith(("__", "spark.")):
             continue  # set by Spark itself (writeStream.queryName(), .start(path), ...)
         if name not in known_lower:
-            close = difflib.get_close_matches(name, list(known_lower), n=1)
-            hint = f" (did you mean {known_lower[close[0]]!r}?)" if close else ""
+            hint = did_you_mean(name, known)
             raise ApogeeSparkError(
                 f"unknown {what} option {key!r}{hint}; known options: {', '.join(k for k in known if k != 'path')}"
             )

@@ -595,6 +595,16 @@ class CommitLog:
             for key in [k for k in self.topic_queue_table if k[0] == topic]:
                 del self.topic_queue_table[key]
 
+    def forget_queue(self, topic: str, queue_id: int, dispatched_end: int) -> bool:
+        """Drop one queue's next offset if every offset given out is dispatched (the queue's
+        ConsumeQueue ends at ``dispatched_end``); False, changing nothing, otherwise."""
+        key = (topic, queue_id)
+        with self._lock:
+            if self.topic_queue_table.get(key, 0) != dispatched_end:
+                return False
+            self.topic_queue_table.pop(key, None)
+            return True
+
     def rebuild_topic_queue_table(self, table: Mapping[tuple[str, int], int]) -> None:
         with self._lock:
             self.topic_queue_table = dict(table)

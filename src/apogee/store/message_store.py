@@ -24,13 +24,14 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from apogee.common.constants import SCHEDULE_TOPIC
 from apogee.common.message import MessageExt
 from apogee.errors import StoreError
 from apogee.store.checkpoint import AbortMark, StoreCheckpoint
 from apogee.store.cleanup import CleanService, CommittedOffsets, DiskUsage
 from apogee.store.commitlog import CommitLog, wall_clock_ms
 from apogee.store.config import FlushDiskType, StoreConfig
-from apogee.store.consume_queue import ConsumeQueueTable
+from apogee.store.consume_queue import ConsumeQueue, ConsumeQueueTable
 from apogee.store.dispatch import DONE, MORE, ArrivalListener, Dispatcher, FileNeed
 from apogee.store.flush import GroupCommit, PeriodicFlush
 from apogee.store.index_service import IndexService
@@ -647,6 +648,29 @@ class MessageStore:
         if doomed:
             await self.io.run(self.consume_queues.destroy, doomed, topic)
         return len(doomed)
+
+    async def clean_expired_consume_queues(self) -> int:
+        """RocketMQ's cleanExpiredConsumerQueue (CLEAN_EXPIRED_CONSUMEQUEUE): destroy every
+        ConsumeQueue whose messages all lie below the CommitLog's first offset (each was
+        deleted with its CommitLog file), except the schedule topic's; the queue starts again
+        at offset 0 as in RocketMQ.  A queue with a message stored but not yet dispatched is
+        kept.  The other queues' files below the minimum go at once (the cleaner's pass).
+        Returns how many queues were destroyed."""
+        min_offset = self.commitlog.min_offset
+        doomed: dict[str, list[ConsumeQueue]] = {}
+        for (topic, queue_id), cq in list(self.consume_queues.queues.items()):
+            if topic == SCHEDULE_TOPIC or cq.max_phys_end == 0 or cq.max_phys_end > min_offset:
+                continue
+            if not self.commitlog.forget_queue(topic, queue_id, cq.max_offset):
+                continue  # a message of it is stored and about to be dispatched
+            del self.consume_queues.queues[(topic, queue_id)]
+            log.info("expired ConsumeQueue %s-%d destroyed: its last message ended at %d, the CommitLog starts "
+                     "at %d", topic, queue_id, cq.max_phys_end, min_offset)
+            doomed.setdefault(topic, []).append(cq)
+        for topic, queues in doomed.items():
+            await self.io.run(self.consume_queues.destroy, queues, topic)
+        await self.cleaner.clean_logic_files()
+        return sum(map(len, doomed.values()))
 
     def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
         return self.reader.max_offset_in_queue(topic, queue_id)

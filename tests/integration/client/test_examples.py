@@ -37,3 +37,19 @@ def test_async_producer(cluster: Cluster) -> None:
 def test_ordered(cluster: Cluster) -> None:
     out = run("ordered.py", "--namesrv", cluster.ns, "--topic", unique("ExampleOrder"), "--orders", "5", "--steps", "4")
     assert "every order in sequence: True" in out
+
+
+def test_a_consumer_example_on_a_topic_that_does_not_exist_says_what_to_do(cluster: Cluster) -> None:
+    topic = unique("NoSuchTopic")
+    for script, *args in (
+        ("push_consumer.py", "--topic", topic, "--expect", "1"),
+        ("lite_pull.py", "--topic", topic, "--expect", "1"),
+        ("spark_streaming.py", "--source", topic, "--out", "unused", "--checkpoint", "unused"),  # before Spark starts
+    ):
+        proc = subprocess.run(
+            [sys.executable, str(EXAMPLES / script), "--namesrv", cluster.ns, *args],
+            capture_output=True, text=True, timeout=60,
+        )
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 1 and len(lines) == 1, proc.stderr
+        assert lines[0].startswith(f"topic {topic} does not exist yet: create it with `apogee admin update-topic")

@@ -120,3 +120,36 @@ async def test_never_deletes_undispatched_files(open_store) -> None:
 def test_disk_used_percent(tmp_path) -> None:
     assert 0 <= disk_used_percent(str(tmp_path)) <= 100
     assert disk_used_percent(str(tmp_path / "missing")) == -1.0
+
+
+async def test_clean_expired_consume_queues_destroys_queues_whose_messages_are_gone(open_store) -> None:
+    """CLEAN_EXPIRED_CONSUMEQUEUE (RocketMQ's cleanExpiredConsumerQueue): a queue whose every
+    message was deleted with its CommitLog file goes, files and all, and starts again at 0; a
+    queue with messages still stored stays; the schedule topic's queues stay."""
+    env = Env()
+    store = await open_store(store_kwargs=env.kwargs(), file_reserved_time_h=72)
+    for i in range(40):
+        await store.put_message(make_msg("Old", i % 2, b"x" * 100))
+    await store.put_message(make_msg("SCHEDULE_TOPIC_XXXX", 0, b"x" * 100))
+    await store.wait_dispatched()
+    for _ in range(40):
+        await store.put_message(make_msg("New", 0, b"y" * 100))
+    await store.wait_dispatched()
+    old_dir = store.consume_queues.get("Old", 0).mfq.directory
+    age_files(store, env, 100)
+    store.request_delete_files()
+    assert await store.run_cleanup() > 0
+    assert store.min_phy_offset > store.consume_queues.get("Old", 1).max_phys_end
+    new_min = store.get_min_offset_in_queue("New", 0)
+
+    assert await store.clean_expired_consume_queues() == 2
+    assert store.consume_queues.get("Old", 0) is None and store.consume_queues.get("Old", 1) is None
+    assert not old_dir.exists() and not old_dir.parent.exists()
+    assert store.consume_queues.get("SCHEDULE_TOPIC_XXXX", 0) is not None
+    assert store.get_max_offset_in_queue("New", 0) == 40 and store.get_min_offset_in_queue("New", 0) == new_min
+    assert (await store.put_message(make_msg("Old", 0, b"again"))).logics_offset == 0
+    await store.wait_dispatched()
+    res = store.get_message("g", "Old", 0, 0, 4)
+    assert res.status is GetStatus.FOUND and [mc.decode_record(b).body for b in res.buffers] == [b"again"]
+    res.release()
+    assert await store.clean_expired_consume_queues() == 0

@@ -26,7 +26,6 @@ from apogee.broker.records import record_at
 from apogee.broker.stats import GROUP_GET_NUMS, BrokerStats
 from apogee.broker.subscriptions import SubscriptionGroupConfig, SubscriptionGroupManager, group_config_problem
 from apogee.broker.topics import TopicConfigManager, topic_config_problem
-from apogee.common.config import properties_text
 from apogee.common.constants import SCHEDULE_TOPIC, SYSTEM_TOPICS
 from apogee.common.lenient_json import loads
 from apogee.common.validators import is_system_topic, validate_topic
@@ -133,13 +132,13 @@ class AdminProcessor:
             RequestCode.GET_BROKER_RUNTIME_INFO: self.runtime_info,
             RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: self.reset_offset,
             RequestCode.VIEW_BROKER_STATS_DATA: self.view_stats,
-            RequestCode.GET_BROKER_CONFIG: self.broker_config,
             RequestCode.GET_PRODUCER_CONNECTION_LIST: self.producer_connections,
             RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: self.consumed_by,
             RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER: self.system_topics,
             RequestCode.GET_BROKER_CONSUME_STATS: self.broker_consume_stats,
             RequestCode.QUERY_CONSUME_QUEUE: self.query_consume_queue,
             RequestCode.CLEAN_UNUSED_TOPIC: self.clean_unused_topics,
+            RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE: self.clean_expired_consume_queues,
             RequestCode.DELETE_EXPIRED_COMMITLOG: self.delete_expired_commitlog,
             RequestCode.GET_ALL_PRODUCER_INFO: self.all_producers,
         }
@@ -272,6 +271,14 @@ class AdminProcessor:
         for topic in sorted(unused):
             removed = await self._store.delete_topic(topic)
             log.info("cleaned unused topic %s: %d ConsumeQueues removed", topic, removed)
+        return req.response(ResponseCode.SUCCESS)
+
+    async def clean_expired_consume_queues(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+        """CLEAN_EXPIRED_CONSUMEQUEUE (mqadmin cleanExpiredCQ): destroy the ConsumeQueues whose
+        messages the CommitLog no longer holds (RocketMQ's cleanExpiredConsumerQueue); SUCCESS."""
+        removed = await self._store.clean_expired_consume_queues()
+        log.info("cleanExpiredConsumeQueue asked by %s: %d ConsumeQueues destroyed", getattr(conn, "peer", "?"),
+                 removed)
         return req.response(ResponseCode.SUCCESS)
 
     def delete_expired_commitlog(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
@@ -416,13 +423,6 @@ class AdminProcessor:
         """TopicList: RocketMQ's system topics, with this broker's cluster and broker names."""
         topics = set(SYSTEM_TOPICS) | {self._config.broker_cluster_name, self._config.broker_name}
         return req.response(ResponseCode.SUCCESS, body=encode_topic_list(sorted(topics)))
-
-    def broker_config(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
-        """Every broker and store setting as ``key=value`` lines (RocketMQ's property names),
-        and the configuration's data version in the ``version`` header."""
-        text = properties_text(self._config, self._store.config)
-        version = orjson.dumps({"counter": 0, "timestamp": self._stats.boot_ms}).decode()
-        return req.response(ResponseCode.SUCCESS, body=text.encode(), ext_fields={"version": version})
 
     def query_consume_queue(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         """QUERY_CONSUME_QUEUE (mqadmin queryCq): ``count`` raw entries of one ConsumeQueue from

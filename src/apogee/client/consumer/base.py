@@ -23,6 +23,7 @@ from apogee.client.consumer.offset_store import (
 )
 from apogee.client.consumer.process_queue import ProcessQueue
 from apogee.client.consumer.rebalance import Rebalancer
+from apogee.client.consumer.stats import ConsumerStats
 from apogee.client.consumer.subscription import Subscription, build_subscription
 from apogee.client.instance import ClientInstance
 from apogee.client.trace import ConsumeTraceHook, TraceDispatcher
@@ -31,6 +32,7 @@ from apogee.common import constants as c
 from apogee.common.aio import wait_event
 from apogee.common.message import MessageExt, MessageQueue
 from apogee.errors import ApogeeError, ClientStateError, NoRouteError
+from apogee.remoting.bodies.consumer_info import ConsumerRunningInfo
 from apogee.remoting.bodies.heartbeat import ConsumerData
 from apogee.remoting.headers.pull import (
     FLAG_COMMIT_OFFSET,
@@ -70,6 +72,8 @@ class ConsumerBase:
         self._rebalance_task: asyncio.Task[None] | None = None
         self._timers: list[asyncio.TimerHandle] = []
         self._start_ms = 0
+        self.stats = ConsumerStats()  # pull/consume RT and TPS (GET_CONSUMER_RUNNING_INFO)
+        self._stats_task: asyncio.Task[None] | None = None
         self.consume_hooks = ConsumeHooks(config.group, config.consume_timeout_min * 60_000)
         self._trace_hook: ConsumeTraceHook | None = None  # with enable_msg_trace (it holds the dispatcher)
 
@@ -165,6 +169,12 @@ class ConsumerBase:
             except ApogeeError as exc:
                 log.warning("route of %s not available yet: %s", topic, exc)
         await self.instance.heartbeat_all()
+        self._stats_task = asyncio.create_task(_sample_stats(self.stats))
+
+    @property
+    def start_ms(self) -> int:
+        """When ``start`` was called (epoch ms)."""
+        return self._start_ms
 
     def _start_rebalance(self) -> None:
         self._rebalance_task = asyncio.create_task(self._rebalance_loop())
@@ -192,6 +202,9 @@ class ConsumerBase:
 
     async def _release_base(self) -> None:
         assert self.instance is not None
+        if self._stats_task is not None:
+            self._stats_task.cancel()
+            self._stats_task = None
         if self._trace_hook is not None:
             hook, self._trace_hook = self._trace_hook, None
             self.consume_hooks.hooks.remove(hook)
@@ -326,28 +339,11 @@ class ConsumerBase:
                 pq.dropped = True
         self.trigger_rebalance()
 
-    def running_info(self) -> dict[str, Any]:
-        pqs = self.rebalancer.process_queues if self.rebalancer is not None else {}
-        return {
-            "properties": {
-                "consumerGroup": self.group,
-                "messageModel": self.config.message_model.value,
-                "consumeType": self.consume_type,
-                "consumeOrderly": str(self.orderly).lower(),
-                "PROP_CLIENT_VERSION": "apogee",
-            },
-            "subscriptionSet": [s.to_data().to_json() for s in self.subscriptions.values()],
-            "mqTable": [
-                {
-                    "mq": {"topic": mq.topic, "brokerName": mq.broker_name, "queueId": mq.queue_id},
-                    "cachedMsgCount": pq.msg_count,
-                    "cachedMsgSizeInMiB": pq.msg_size // (1024 * 1024),
-                    "locked": pq.locked,
-                    "droped": pq.dropped,
-                }
-                for mq, pq in pqs.items()
-            ],
-        }
+    def running_info(self, namesrvs: list[str], jstack: bool) -> ConsumerRunningInfo:
+        """GET_CONSUMER_RUNNING_INFO's answer (``running_info.running_info``)."""
+        from apogee.client.consumer.running_info import running_info  # it builds on this module
+
+        return running_info(self, namesrvs, jstack)
 
     # --- pulling ------------------------------------------------------------------------------
 
@@ -427,6 +423,13 @@ def _log_failure(task: asyncio.Future[Any]) -> None:
     exc = task.exception()
     if exc is not None:
         log.warning("background consumer task failed: %s", exc)
+
+
+async def _sample_stats(stats: ConsumerStats) -> None:
+    """The consume figures' windows (sampled every 10 s / 10 min / 1 h), looked at each second."""
+    while True:
+        stats.tick(int(time.time() * 1000))
+        await asyncio.sleep(1.0)
 
 
 def new_process_queue() -> ProcessQueue:

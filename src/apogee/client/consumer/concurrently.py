@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from apogee.client.consumer.base import reset_retry_topic
 from apogee.client.consumer.process_queue import ProcessQueue
+from apogee.client.consumer.stats import RT_SAMPLE_EVERY, TopicCounters
 from apogee.client.types import ConsumeContext, ConsumeResult, MessageModel
 from apogee.common import constants as c
 from apogee.common.message import MessageExt, MessageQueue
@@ -66,8 +67,8 @@ class ConcurrentConsumeService:
         self._workers: list[asyncio.Task[None]] = []
         self._executor: ThreadPoolExecutor | None = None
         self._cleaner: asyncio.Task[None] | None = None
-        self.consumed_ok = 0
-        self.consumed_failed = 0
+        self._stats = consumer.stats
+        self._calls = 0  # listener calls: one in RT_SAMPLE_EVERY is timed
 
     def start(self) -> None:
         self._queue = asyncio.Queue()
@@ -117,7 +118,8 @@ class ConcurrentConsumeService:
     async def _consume(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue) -> None:
         group = self.consumer.group
         reset_retry_topic(msgs, group)
-        now = str(int(time.time() * 1000))
+        start_ms = int(time.time() * 1000)
+        now = str(start_ms)
         for msg in msgs:
             msg.properties[c.PROPERTY_CONSUME_START_TIMESTAMP] = now
         ctx = ConsumeContext(mq)
@@ -142,18 +144,24 @@ class ConcurrentConsumeService:
             hooks.after(began, status)
         if status is None:
             status = ConsumeResult.RECONSUME_LATER
-        await self._process_result(status, ctx, msgs, pq, mq)
+        counters = self._stats.topics.get(mq.topic) or self._stats.topic(mq.topic)
+        self._calls += 1
+        if not self._calls & (RT_SAMPLE_EVERY - 1):
+            counters.consume_rt += int(time.time() * 1000) - start_ms
+            counters.consume_timed += 1
+        await self._process_result(status, ctx, msgs, pq, mq, counters)
 
     async def _process_result(
-        self, status: ConsumeResult, ctx: ConsumeContext, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue
+        self, status: ConsumeResult, ctx: ConsumeContext, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue,
+        counters: TopicCounters,
     ) -> None:
         if status is ConsumeResult.CONSUME_SUCCESS:
             ack = min(ctx.ack_index, len(msgs) - 1)
-            self.consumed_ok += ack + 1
-            self.consumed_failed += len(msgs) - ack - 1
+            counters.ok += ack + 1
+            counters.failed += len(msgs) - ack - 1
         else:
             ack = -1
-            self.consumed_failed += len(msgs)
+            counters.failed += len(msgs)
         done = msgs
         if ack < len(msgs) - 1:
             failed = msgs[ack + 1 :]

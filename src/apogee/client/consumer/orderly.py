@@ -56,8 +56,6 @@ class OrderlyConsumeService:
         self._executor: object | None = None
         self._lock_task: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
-        self.consumed_ok = 0
-        self.consumed_failed = 0
 
     def start(self) -> None:
         if not self.is_async:
@@ -153,6 +151,9 @@ class OrderlyConsumeService:
                         return
                     ctx = ConsumeContext(mq)
                     status = await self._call(msgs, ctx, mq)
+                    counters = self.consumer.stats.topic(mq.topic)
+                    counters.consume_rt += int(time.time() * 1000) - now
+                    counters.consume_timed += 1
                     keep_going = await self._process_result(status, ctx, msgs, pq, mq)
                 if not keep_going:
                     return
@@ -185,11 +186,12 @@ class OrderlyConsumeService:
     ) -> bool:
         offset = -1
         keep_going = True
+        counters = self.consumer.stats.topic(mq.topic)
         if status is ConsumeResult.CONSUME_SUCCESS:
-            self.consumed_ok += len(msgs)
+            counters.ok += len(msgs)
             offset = pq.commit()
         else:
-            self.consumed_failed += len(msgs)
+            counters.failed += len(msgs)
             if await self._suspend_needed(msgs, mq):
                 pq.make_messages_to_consume_again(msgs)
                 wait = ctx.suspend_current_queue_time_ms

@@ -224,6 +224,20 @@ class ProcessQueue:
 
     # --- state --------------------------------------------------------------------------------
 
+    def info(self) -> dict[str, int]:
+        """The cached and (orderly) consuming offsets' bounds and counts, under RocketMQ's
+        ProcessQueueInfo names (``fillProcessQueueInfo``); 0 where there are none."""
+        held = [off for off in self._order if off in self._msgs]
+        consuming = self._consuming
+        return {
+            "cached_msg_min_offset": held[0] if held else 0,
+            "cached_msg_max_offset": max(held) if held else 0,
+            "cached_msg_count": len(self._msgs),
+            "transaction_msg_min_offset": min(consuming) if consuming else 0,
+            "transaction_msg_max_offset": max(consuming) if consuming else 0,
+            "transaction_msg_count": len(consuming),
+        }
+
     def is_lock_expired(self, now_ms: int, max_live_ms: int = REBALANCE_LOCK_MAX_LIVE_MS) -> bool:
         return now_ms - self.last_lock_ms > max_live_ms
 

@@ -23,16 +23,18 @@ from typing import Any
 
 from apogee.client.config import ConsumerConfig
 from apogee.client.consumer.base import ConsumerBase, build_config
-from apogee.client.consumer.concurrently import ConcurrentConsumeService, Listener
+from apogee.client.consumer.concurrently import ConcurrentConsumeService, Listener, is_async_listener
 from apogee.client.consumer.orderly import OrderlyConsumeService
 from apogee.client.consumer.process_queue import ProcessQueue
 from apogee.client.consumer.rebalance import Rebalancer
+from apogee.client.consumer.running_info import consume_directly
 from apogee.client.consumer.subscription import build_subscription
 from apogee.client.types import MessageModel, PullStatus
 from apogee.common import constants as c
 from apogee.common.aio import within
-from apogee.common.message import MessageQueue
+from apogee.common.message import MessageExt, MessageQueue
 from apogee.errors import ApogeeError, ClientStateError
+from apogee.remoting.bodies.consumer_info import ConsumeMessageDirectlyResult
 
 log = logging.getLogger("apogee.client.consumer.push")
 
@@ -81,6 +83,14 @@ class PushConsumer(ConsumerBase):
     @property
     def running(self) -> bool:
         return self._running
+
+    async def consume_directly(self, msg: MessageExt, broker_name: str) -> ConsumeMessageDirectlyResult:
+        """CONSUME_MESSAGE_DIRECTLY: ``msg`` through this consumer's listener, nothing committed."""
+        if self.listener is None:
+            raise ClientStateError("no listener registered")
+        service = self.service
+        is_async = service.is_async if service is not None else is_async_listener(self.listener)
+        return await consume_directly(self, self.listener, is_async, msg, broker_name)
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -344,6 +354,7 @@ class PushConsumer(ConsumerBase):
                 msgs = result.messages
                 if msgs:
                     self.pulled_messages += len(msgs)
+                    self.stats.pulled(mq.topic, len(msgs), int(time.time() * 1000) - pq.last_pull_ms)
                     dispatch = pq.put(msgs)
                     service.submit(msgs, pq, mq, dispatch)
                     # Deliver before asking for more: the worker woken by submit runs ahead

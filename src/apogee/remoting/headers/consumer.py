@@ -111,3 +111,23 @@ class ResetOffsetRequestHeader(Header):
     group: str
     timestamp: Int64
     is_force: bool = False
+
+
+@dataclass
+class GetConsumerRunningInfoRequestHeader(Header):
+    """GET_CONSUMER_RUNNING_INFO (307): to a broker, which relays it to the client; to a client."""
+
+    consumer_group: str
+    client_id: str
+    jstack_enable: bool = False
+
+
+@dataclass
+class ConsumeMessageDirectlyResultRequestHeader(Header):
+    """CONSUME_MESSAGE_DIRECTLY (309): ``msg_id`` names the message (the broker puts it in the
+    body of the request it relays, and its own ``broker_name``)."""
+
+    consumer_group: str
+    client_id: str | None = None
+    msg_id: str | None = None
+    broker_name: str | None = None
