@@ -27,6 +27,9 @@ class NamesrvConfig:
     )
     # Put orderTopicConf (from the ORDER_TOPIC_CONFIG KV namespace) into routes.
     order_message_enable: bool = False
+    # Apogee's: where /metrics (Prometheus) is served, "HOST:PORT" (":PORT" or "PORT": on the
+    # listen host); empty: not served.  The --metrics-listen flag sets it.
+    metrics_listen: str = ""
 
     @property
     def kv_config_path(self) -> Path:
