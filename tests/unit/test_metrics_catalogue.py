@@ -9,8 +9,10 @@ import re
 from pathlib import Path
 
 from apogee.broker.metrics import SPECS as BROKER
-from apogee.common.metrics_http import MetricSpec
-from apogee.namesrv.metrics import SPECS as NAMESRV
+from apogee.common.metrics_http import SCRAPE_SPECS, MetricSpec
+from apogee.namesrv.metrics import SPECS as NAMESRV_OWN
+
+NAMESRV = {**NAMESRV_OWN, **SCRAPE_SPECS}  # every server's scrape reports its snapshot time
 
 ROOT = Path(__file__).resolve().parents[2]
 PREFIXES = ("rocketmq_", "apogee_")

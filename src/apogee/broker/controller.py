@@ -216,7 +216,7 @@ class BrokerController:
             store=self.store, topics=self.topics, offsets=self.offsets, clients=self.clients, stats=self.stats,
             server=self.server, table_writer=self.table_writer,
         )
-        self.metrics = MetricsServer(METRIC_SPECS, source.rows)
+        self.metrics = MetricsServer(METRIC_SPECS, source.parts)
         await self.metrics.start(*where)
 
     def _master_ha_address(self) -> str | None:

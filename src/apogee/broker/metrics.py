@@ -30,14 +30,15 @@ exporter keep working against one Apogee broker scraped directly:
 Apogee's own (``apogee_*``): exact monotonic put/get counters, consumer lag per queue in
 messages and seconds, store disk use, flush and dispatch latency histograms, connections.
 
-``BrokerMetrics.rows`` runs on the broker's loop (``common/metrics_http``); it reads, never
-writes.
+``BrokerMetrics.parts`` runs on the broker's loop, a step per callback
+(``common/metrics_http``); it reads, never writes.
 """
 
 from __future__ import annotations
 
 import shutil
 import time
+from collections.abc import Iterator
 
 from apogee.broker.clients import ClientManager
 from apogee.broker.consume_progress import ConsumeProgress
@@ -47,11 +48,13 @@ from apogee.broker.stats import BROKER_GET_NUMS, BROKER_PUT_NUMS, SNDBCK_PUT_NUM
 from apogee.broker.topics import TopicConfigManager
 from apogee.common.constants import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
 from apogee.common.metrics_http import MetricSpec, Row, histogram_row, remoting_rows, remoting_specs
+from apogee.remoting.bodies.route import TopicConfigData
 from apogee.remoting.codes import CURRENT_VERSION, CURRENT_VERSION_DESC
 from apogee.remoting.server import RemotingServer
 from apogee.store.message_store import MessageStore
 
 CLUSTERING = "1"  # MessageModel.CLUSTERING.ordinal(), the exporter's msgModel label
+STEP = 200  # topics, or (group, topic) pairs, read in one loop callback of a scrape
 
 _TOPIC = ("cluster", "broker", "topic")
 _GROUP = ("cluster", "broker", "topic", "group")
@@ -160,7 +163,7 @@ def _fixed(value: float) -> float:
 
 
 class BrokerMetrics:
-    """Reads the broker's state into rows (on its loop); ``SPECS`` declares them."""
+    """Reads the broker's state into rows (on its loop, in steps); ``SPECS`` declares them."""
 
     def __init__(
         self, *, cluster: str, broker: str, address: str, store: MessageStore, topics: TopicConfigManager,
@@ -176,19 +179,28 @@ class BrokerMetrics:
         self._table_writer = table_writer
         self._progress = ConsumeProgress(store, topics, offsets, clients)
 
-    def rows(self) -> list[Row]:
+    def parts(self) -> Iterator[list[Row]]:
+        """The snapshot in steps (``metrics_http.Parts``): topics and consumer groups
+        ``STEP`` at a time, then the statistics, runtime and store figures."""
         now_ms = int(time.time() * 1000)
-        rows: list[Row] = []
-        self._topic_rows(rows)
-        self._consumer_rows(rows, now_ms)
+        topics = list(self._topics.table.items())
+        for i in range(0, len(topics), STEP):
+            yield self._topic_rows(topics[i:i + STEP])
+        pairs = sorted(self._progress.pairs())
+        online: dict[str, tuple[str, str, str]] = {}
+        for i in range(0, len(pairs), STEP):
+            yield self._consumer_rows(pairs[i:i + STEP], online, now_ms)
+        rows: list[Row] = [("rocketmq_group_count", (caddr, localaddr, group), int(count))
+                           for group, (count, caddr, localaddr) in online.items()]
         self._stats_rows(rows)
         self._runtime_rows(rows, now_ms)
         self._own_rows(rows)
-        return rows
+        yield rows
 
-    def _topic_rows(self, rows: list[Row]) -> None:
+    def _topic_rows(self, topics: list[tuple[str, TopicConfigData]]) -> list[Row]:
+        rows: list[Row] = []
         cluster, broker, store = self._cluster, self._broker, self._store
-        for topic, config in self._topics.table.items():
+        for topic, config in topics:
             total = sum(max(0, store.get_max_offset_in_queue(topic, q)) for q in range(config.write_queue_nums))
             if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
                 rows.append(("rocketmq_topic_retry_offset", (cluster, broker, topic), total))
@@ -197,11 +209,15 @@ class BrokerMetrics:
                              (cluster, broker, topic.removeprefix(DLQ_GROUP_TOPIC_PREFIX)), total))
             else:
                 rows.append(("rocketmq_producer_offset", (cluster, broker, topic), total))
+        return rows
 
-    def _consumer_rows(self, rows: list[Row], now_ms: int) -> None:
+    def _consumer_rows(
+        self, pairs: list[tuple[str, str]], online: dict[str, tuple[str, str, str]], now_ms: int
+    ) -> list[Row]:
+        """Rows of each (group, topic); ``online`` collects each group's online consumers."""
+        rows: list[Row] = []
         cluster, broker = self._cluster, self._broker
-        online: dict[str, tuple[str, str, str]] = {}
-        for group, topic in sorted(self._progress.pairs()):
+        for group, topic in pairs:
             if topic.startswith(DLQ_GROUP_TOPIC_PREFIX):
                 continue
             config = self._topics.get(topic)
@@ -227,8 +243,7 @@ class BrokerMetrics:
                 diff = "rocketmq_group_retrydiff" if retry else "rocketmq_group_diff"
                 rows.append((diff, (group, topic, count, CLUSTERING), sum(p.lag for p in progress)))
                 rows.append(("rocketmq_group_get_latency_by_storetime", (cluster, broker, topic, group), worst_ms))
-        for group, (count, caddr, localaddr) in online.items():
-            rows.append(("rocketmq_group_count", (caddr, localaddr, group), int(count)))
+        return rows
 
     def _online(self, group: str) -> tuple[str, str, str]:
         """(count, client addresses, client ids) of the group's online consumers."""

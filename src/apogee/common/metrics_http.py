@@ -6,9 +6,9 @@ must not stall the loop for the time it takes to format thousands of samples.  S
 
 * prometheus_client's own HTTP server (``start_http_server``: wsgiref in a daemon thread, one
   thread per request) answers the scrape, no HTTP code of ours;
-* its collector (``LoopCollector``) asks the loop for a snapshot, ``rows()``: plain
-  ``(name, label values, value)`` tuples read in one loop callback, so they are consistent
-  with each other and the loop is busy only for the reading;
+* its collector (``LoopCollector``) asks the loop for a snapshot: plain ``(name, label
+  values, value)`` tuples read on the loop in a few steps (one callback each), so nothing is
+  read while the loop changes it and the loop is busy only for the reading;
 * the thread turns the rows into metric families (``families``) and formats the text.
 
 Each server declares its metrics once, as ``MetricSpec``s (type, help, label names): the docs
@@ -21,7 +21,8 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -114,27 +115,57 @@ def remoting_specs(labels: tuple[str, ...]) -> dict[str, MetricSpec]:
     }
 
 
-class LoopCollector(Collector):
-    """A prometheus_client collector whose samples are read on ``loop`` (see the module doc)."""
+SNAPSHOT_METRIC = "apogee_metrics_snapshot_seconds"
+STEP_METRIC = "apogee_metrics_snapshot_max_step_seconds"
+SCRAPE_SPECS = {
+    SNAPSHOT_METRIC: MetricSpec("gauge", "Event-loop time this scrape's snapshot took, all steps.", ()),
+    STEP_METRIC: MetricSpec("gauge", "The longest the snapshot held the event loop at once (one step).", ()),
+}
 
-    def __init__(
-        self, loop: asyncio.AbstractEventLoop, specs: Mapping[str, MetricSpec], rows: Callable[[], list[Row]]
-    ) -> None:
+Parts = Callable[[], Iterator[list[Row]]]
+"""A snapshot in steps: each ``next`` reads one part of the state into rows."""
+
+
+class LoopCollector(Collector):
+    """A prometheus_client collector whose samples are read on ``loop`` (see the module doc).
+
+    The snapshot is taken in steps (``parts``), one loop callback each, so a broker with
+    thousands of topics and groups answers the sends queued meanwhile between two steps rather
+    than after the whole snapshot; each step's rows are consistent with each other.  Each
+    scrape reports the loop time its snapshot took and its longest step."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, specs: Mapping[str, MetricSpec], parts: Parts) -> None:
         self._loop = loop
-        self._specs = specs
-        self._rows = rows
+        self._specs = {**specs, **SCRAPE_SPECS}
+        self._parts = parts
 
     def snapshot(self) -> list[Row]:
-        """The rows, read in one callback on the loop (from any other thread)."""
+        """The rows, read on the loop one step per callback (called from any other thread)."""
         done: concurrent.futures.Future[list[Row]] = concurrent.futures.Future()
+        rows: list[Row] = []
+        spent = [0.0, 0.0]  # total, longest step
+        steps: list[Iterator[list[Row]]] = []
 
-        def read() -> None:
+        def step() -> None:
+            t0 = time.perf_counter()
             try:
-                done.set_result(self._rows())
+                if not steps:
+                    steps.append(self._parts())
+                rows.extend(next(steps[0]))
+            except StopIteration:
+                rows.append((SNAPSHOT_METRIC, (), spent[0]))
+                rows.append((STEP_METRIC, (), spent[1]))
+                done.set_result(rows)
+                return
             except BaseException as exc:  # the scrape fails with it; the loop goes on
                 done.set_exception(exc)
+                return
+            took = time.perf_counter() - t0
+            spent[0] += took
+            spent[1] = max(spent[1], took)
+            self._loop.call_soon(step)
 
-        self._loop.call_soon_threadsafe(read)
+        self._loop.call_soon_threadsafe(step)
         return done.result(SCRAPE_TIMEOUT_S)
 
     def collect(self) -> Iterable[Metric]:
@@ -158,15 +189,15 @@ def metrics_address(value: str, listen_host: str) -> tuple[str, int] | None:
 class MetricsServer:
     """``/metrics`` on its own port; ``start`` on the loop whose state ``rows`` reads."""
 
-    def __init__(self, specs: Mapping[str, MetricSpec], rows: Callable[[], list[Row]]) -> None:
+    def __init__(self, specs: Mapping[str, MetricSpec], parts: Parts) -> None:
         self._specs = specs
-        self._rows = rows
+        self._parts = parts
         self._httpd: object | None = None
         self.address: tuple[str, int] | None = None
 
     async def start(self, host: str, port: int) -> tuple[str, int]:
         registry = CollectorRegistry(auto_describe=False)
-        registry.register(LoopCollector(asyncio.get_running_loop(), self._specs, self._rows))
+        registry.register(LoopCollector(asyncio.get_running_loop(), self._specs, self._parts))
         # The process' CPU, memory, file descriptors, GC: what any Python exporter shows.
         ProcessCollector(registry=registry)
         PlatformCollector(registry=registry)

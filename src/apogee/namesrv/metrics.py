@@ -1,11 +1,12 @@
 """The NameServer's ``/metrics``: what it knows (brokers, topics), its connections, and the
-requests it answered by code.  ``NamesrvMetrics.rows`` runs on the NameServer's loop
+requests it answered by code.  ``NamesrvMetrics.parts`` runs on the NameServer's loop
 (``common/metrics_http``).  rocketmq-exporter has no NameServer figures, so every name is
 Apogee's own."""
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
 
 from apogee.common.metrics_http import MetricSpec, Row, remoting_rows, remoting_specs
 from apogee.namesrv.routes import RouteTable
@@ -34,6 +35,10 @@ class NamesrvMetrics:
         self._routes = routes
         self._server = server
         self._requests = requests
+
+    def parts(self) -> Iterator[list[Row]]:
+        """The snapshot in one step (a NameServer's tables are small)."""
+        yield self.rows()
 
     def rows(self) -> list[Row]:
         rows: list[Row] = [("apogee_namesrv_topics", (), len(self._routes.topic_queue_table))]

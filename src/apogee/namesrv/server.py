@@ -56,7 +56,7 @@ class NameServer:
         where = metrics_address(self.config.metrics_listen, self.config.listen_host)
         if where is not None:
             source = NamesrvMetrics(self.routes, self.server, self.processor.requests)
-            self.metrics = MetricsServer(METRIC_SPECS, source.rows)
+            self.metrics = MetricsServer(METRIC_SPECS, source.parts)
             await self.metrics.start(*where)
         return self.address
 

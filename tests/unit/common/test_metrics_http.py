@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Iterator
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
@@ -71,16 +72,20 @@ def test_a_row_of_an_undeclared_metric_is_a_bug() -> None:
 async def test_the_snapshot_is_read_on_the_loop_from_the_scrape_thread() -> None:
     readers: list[int] = []
 
-    def rows() -> list[Row]:
+    def parts() -> Iterator[list[Row]]:
         readers.append(threading.get_ident())
-        return [("y", (), 1)]
+        yield [("y", (), 1)]
+        readers.append(threading.get_ident())
+        yield [("x_total", ("b",), 2)]
 
-    collector = LoopCollector(asyncio.get_running_loop(), SPECS, rows)
-    got = await asyncio.to_thread(lambda: list(collector.collect()))
-    assert readers == [threading.get_ident()]  # the loop's thread, not the scrape's
-    assert [s.value for f in got if f.name == "y" for s in f.samples] == [1]
+    collector = LoopCollector(asyncio.get_running_loop(), SPECS, parts)
+    got = {s.name: s.value for f in await asyncio.to_thread(lambda: list(collector.collect())) for s in f.samples}
+    assert readers == [threading.get_ident()] * 2  # each step on the loop's thread, not the scrape's
+    assert got["y"] == 1 and got["x_total"] == 2
+    assert 0 < got["apogee_metrics_snapshot_max_step_seconds"] <= got["apogee_metrics_snapshot_seconds"]
 
-    def broken() -> list[Row]:
+    def broken() -> Iterator[list[Row]]:
+        yield [("y", (), 1)]
         raise RuntimeError("state unreadable")
 
     failing = LoopCollector(asyncio.get_running_loop(), SPECS, broken)
