@@ -66,15 +66,16 @@ def cluster(tmp: Path, name: str, conf: str) -> Iterator[tuple[ServerProcess, Se
         namesrv.close()
 
 
-def scrape(url: str) -> tuple[float, float]:
-    """One scrape: (round trip in ms, the broker's snapshot time in ms)."""
+def scrape(url: str) -> tuple[float, float, float, int]:
+    """One scrape: round trip, the broker's snapshot loop time and longest step (ms), samples."""
     t0 = time.perf_counter()
     with urllib.request.urlopen(url, timeout=30) as resp:
         text = resp.read().decode()
     rtt = (time.perf_counter() - t0) * 1000
-    snap = next(s.value for f in text_string_to_metric_families(text) for s in f.samples
-                if s.name == "apogee_metrics_snapshot_seconds")
-    return rtt, snap * 1000
+    values = {s.name: s.value for f in text_string_to_metric_families(text) for s in f.samples}
+    samples = sum(1 for line in text.splitlines() if line and not line.startswith("#"))
+    return (rtt, values["apogee_metrics_snapshot_seconds"] * 1000,
+            values["apogee_metrics_snapshot_max_step_seconds"] * 1000, samples)
 
 
 class Scraper:
@@ -82,7 +83,7 @@ class Scraper:
 
     def __init__(self, url: str | None) -> None:
         self.url = url
-        self.samples: list[tuple[float, float]] = []
+        self.samples: list[tuple[float, float, float, int]] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -186,11 +187,11 @@ async def cost_mode(tmp: Path, args: argparse.Namespace) -> None:
         finally:
             await client.close()
         samples = [await asyncio.to_thread(scrape, url) for _ in range(10)]
-        rtt = sorted(s[0] for s in samples)
-        snap = sorted(s[1] for s in samples)
+        rtt, snap, step = (sorted(s[i] for s in samples) for i in range(3))
         print(f"scrape of {args.topics} topics x 8 queues, {args.groups} groups x {args.topics_per_group} topics "
-              f"({args.groups * args.topics_per_group * 8} group-queues): round trip median {rtt[5]:.1f} ms "
-              f"(max {rtt[-1]:.1f}), loop held median {snap[5]:.1f} ms (max {snap[-1]:.1f})", flush=True)
+              f"({args.groups * args.topics_per_group * 8} group-queues, {samples[0][3]} samples): round trip "
+              f"median {rtt[5]:.1f} ms (max {rtt[-1]:.1f}), loop time median {snap[5]:.1f} ms (max {snap[-1]:.1f}), "
+              f"longest step median {step[5]:.1f} ms (max {step[-1]:.1f})", flush=True)
 
         async def variant(r: int, scraped: bool) -> tuple[float, dict[str, float]]:
             with Scraper(url if scraped else None):
