@@ -117,7 +117,7 @@ async def w1(ns: str, topic: str, n: int, trace: bool = False) -> tuple[float, d
             await p.send(Message(topic, body, properties={"KEYS": f"k{i}", "TAGS": "TagA"}))
             lat.append((time.perf_counter() - t0) * 1000)
         rate = n / (time.perf_counter() - start)
-        extra = {"p50_ms": pct(lat, 0.5), "p99_ms": pct(lat, 0.99)}
+        extra = {"p50_ms": pct(lat, 0.5), "p99_ms": pct(lat, 0.99), "max_ms": max(lat)}
         if trace:
             extra["trace_dropped"] = p.trace_dispatcher.dropped
     return rate, extra

@@ -22,14 +22,20 @@ class DevCluster:
 
     @classmethod
     def from_options(
-        cls, root: Path, namesrv_listen: str, broker_listen: str, flush: str = "ASYNC_FLUSH"
+        cls, root: Path, namesrv_listen: str, broker_listen: str, flush: str = "ASYNC_FLUSH", metrics_listen: str = ""
     ) -> DevCluster:
+        """``metrics_listen``: the broker's /metrics (HOST:PORT), the NameServer's on the next
+        port (port 0: both on free ports); empty: none."""
         root = root.resolve()
         ns_config = NamesrvConfig(rocketmq_home=str(root / "namesrv"))
         ns_config.listen_host, ns_config.listen_port = parse_listen(namesrv_listen, 9876)
         broker = BrokerConfig(
-            broker_name="broker-a", broker_ip1="127.0.0.1", auto_create_topic_enable=True, enable_property_filter=True
+            broker_name="broker-a", broker_ip1="127.0.0.1", auto_create_topic_enable=True, enable_property_filter=True,
+            metrics_listen=metrics_listen,
         )
+        if metrics_listen:
+            host, port = parse_listen(metrics_listen, 5557)
+            ns_config.metrics_listen = f"{host}:{port + 1 if port else 0}"
         broker.listen_host, broker.listen_port = parse_listen(broker_listen, 10911)
         store = StoreConfig()
         apply(store, {"storePathRootDir": str(root / "store"), "flushDiskType": flush})
@@ -43,6 +49,11 @@ class DevCluster:
         self.broker = BrokerController(self.broker_config, self.store_config)
         bhost, bport = await self.broker.start()
         return f"{host}:{port}", f"{bhost}:{bport}"
+
+    def metrics_note(self) -> str:
+        """Where /metrics is served, for the ready line; "" when it is not."""
+        urls = [m.url for m in (self.namesrv.metrics, getattr(self, "broker", None) and self.broker.metrics) if m]
+        return f" metrics {' '.join(urls)}" if urls else ""
 
     async def stop(self) -> None:
         broker = getattr(self, "broker", None)

@@ -141,6 +141,12 @@ class BrokerConfig:
     slave_read_enable: bool = False
     region_id: str = "DefaultRegion"
     trace_on: bool = True
+    # Apogee's: where /metrics (Prometheus) is served, "HOST:PORT" (":PORT" or "PORT": on the
+    # listen host); empty: not served.  The --metrics-listen flag sets it.
+    metrics_listen: str = ""
+    # Apogee's, for measuring what statistics cost (RocketMQ's are always on): false counts
+    # nothing (runtime info, VIEW_BROKER_STATS_DATA and /metrics then report zeros).
+    broker_stats_enable: bool = True
 
     def validate_role(self) -> None:
         """RocketMQ's rule (BrokerStartup): a master is brokerId 0, a slave has an id > 0.

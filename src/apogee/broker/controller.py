@@ -23,6 +23,8 @@ from apogee.broker.ha.master import HAMaster
 from apogee.broker.ha.slave import HASlave
 from apogee.broker.locks import RebalanceLockManager
 from apogee.broker.long_polling import PullRequestHoldService
+from apogee.broker.metrics import SPECS as METRIC_SPECS
+from apogee.broker.metrics import BrokerMetrics
 from apogee.broker.offsets import SEPARATOR as OFFSET_KEY_SEPARATOR
 from apogee.broker.offsets import ConsumerOffsetManager
 from apogee.broker.persistence import TableWriter
@@ -35,12 +37,14 @@ from apogee.broker.processors.reply import ReplyProcessor
 from apogee.broker.processors.send import SendProcessor
 from apogee.broker.registration import NamesrvRegistrar
 from apogee.broker.schedule import ScheduleService
-from apogee.broker.stats import BrokerStats
+from apogee.broker.stats import BrokerStats, NullBrokerStats
 from apogee.broker.subscriptions import SubscriptionGroupManager
 from apogee.broker.topics import PERM_RW, TopicConfigManager
 from apogee.broker.transaction import TransactionService
 from apogee.common.config_update import LiveConfig
 from apogee.common.constants import SCHEDULE_TOPIC, parse_delay_levels
+from apogee.common.histogram import NullHistogram
+from apogee.common.metrics_http import MetricsServer, metrics_address
 from apogee.remoting.bodies.route import DataVersion, TopicConfigData
 from apogee.remoting.client import RemotingClient
 from apogee.remoting.codes import RequestCode
@@ -113,7 +117,12 @@ class BrokerController:
         self.outbound = RemotingClient(self.remoting_config)
         self.registrar: NamesrvRegistrar | None = None
         # Each processor gets what it uses; the controller only wires them.
-        self.stats = BrokerStats(config.broker_cluster_name, int(time.time() * 1000))
+        # brokerStatsEnable=false (Apogee's, to measure their cost): statistics that count nothing.
+        stats_class = BrokerStats if config.broker_stats_enable else NullBrokerStats
+        self.stats = stats_class(config.broker_cluster_name, int(time.time() * 1000))
+        if not config.broker_stats_enable:
+            self.store.flush_latency = NullHistogram(self.store.flush_latency.bounds)
+            self.store.dispatch_latency = NullHistogram(self.store.dispatch_latency.bounds)
         self.send_processor = SendProcessor(
             config=config, store_config=store_config, store=self.store, topics=self.topics,
             subscriptions=self.subscriptions, table_writer=self.table_writer, address=self.address,
@@ -159,6 +168,7 @@ class BrokerController:
         self.ha_slave: HASlave | None = None
         self._learnt_master_ha: str | None = None
         self._learnt_master: str | None = None
+        self.metrics: MetricsServer | None = None
         if config.is_slave:
             self.ha_slave = HASlave(
                 self.store, store_config, self._master_ha_address, outbound=self.outbound,
@@ -220,7 +230,21 @@ class BrokerController:
         self._tasks.append(asyncio.create_task(self._persist_loop()))
         self._tasks.append(asyncio.create_task(self._expire_clients_loop()))
         self._tasks.append(asyncio.create_task(self._stats_loop()))
+        await self._start_metrics()
         return host, port
+
+    async def _start_metrics(self) -> None:
+        """/metrics on metricsListen, when set (common/metrics_http: read on this loop)."""
+        where = metrics_address(self.config.metrics_listen, self.config.listen_host)
+        if where is None:
+            return
+        source = BrokerMetrics(
+            cluster=self.config.broker_cluster_name, broker=self.config.broker_name, address=self.broker_addr,
+            store=self.store, topics=self.topics, offsets=self.offsets, clients=self.clients, stats=self.stats,
+            server=self.server, table_writer=self.table_writer,
+        )
+        self.metrics = MetricsServer(METRIC_SPECS, source.parts)
+        await self.metrics.start(*where)
 
     def _master_ha_address(self) -> str | None:
         """Where the slave's HA client connects: haMasterAddress, else what the NameServers said."""
@@ -265,6 +289,8 @@ class BrokerController:
             self.registrar.trigger()
 
     async def stop(self) -> None:
+        if self.metrics is not None:
+            await self.metrics.stop()
         if self.registrar is not None and self.config.namesrv_list():
             await self.registrar.stop()
         for task in self._tasks:

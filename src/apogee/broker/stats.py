@@ -32,6 +32,9 @@ BROKER_PUT_NUMS = "BROKER_PUT_NUMS"
 BROKER_GET_NUMS = "BROKER_GET_NUMS"
 
 TPS_SAMPLES = 601  # one a second: enough for the 600 s figure
+TPS_SECONDS = (10, 60, 600)
+# The runtime-info TPS keys and the fields of a TPS sample (time, put, found, miss, transferred) each adds.
+TPS_FIELDS = {"putTps": (1,), "getFoundTps": (2,), "getMissTps": (3,), "getTotalTps": (2, 3), "getTransferedTps": (4,)}
 # StoreStatsService's coarse distribution: upper bounds (ms, exclusive) of slots 1..11.
 DISTRIBUTE_DESC = (
     "[<=0ms]", "[0~10ms]", "[10~50ms]", "[50~100ms]", "[100~200ms]", "[200~500ms]", "[500ms~1s]",
@@ -212,19 +215,40 @@ class BrokerStats:
         table = self.items.get(name)
         return None if table is None else table.get(key)
 
-    def _tps_of(self, seconds: int, *fields: int) -> str:
-        """StoreStatsService's figure over the last ``seconds`` samples; "" until there are enough."""
+    def tps(self, key: str, seconds: int) -> float | None:
+        """StoreStatsService's figure ``key`` (``putTps`` ...) over the last ``seconds`` samples;
+        None until that many seconds have been sampled."""
         samples = self._tps
         if len(samples) <= seconds:
-            return "" if len(fields) == 1 else "0.0"
+            return None
         first, last = samples[-(seconds + 1)], samples[-1]
         span = last[0] - first[0]
         if span <= 0:
-            return "0.0"
-        return java_double(sum(last[f] - first[f] for f in fields) * 1000.0 / span)
+            return 0.0
+        return sum(last[f] - first[f] for f in TPS_FIELDS[key]) * 1000.0 / span
 
-    def _tps3(self, *fields: int) -> str:
-        return " ".join(self._tps_of(s, *fields) for s in (10, 60, 600))
+    def _tps3(self, key: str) -> str:
+        """"tps10 tps60 tps600" as Java writes it: a figure not sampled yet is "" (a sum: "0.0")."""
+        figures = (self.tps(key, s) for s in TPS_SECONDS)
+        empty = "" if len(TPS_FIELDS[key]) == 1 else "0.0"
+        return " ".join(empty if f is None else java_double(f) for f in figures)
+
+    @property
+    def get_total(self) -> int:
+        """Messages handed to consumers since boot (BROKER_GET_NUMS)."""
+        return self._broker_get.value
+
+    def last_minute_distribution(self) -> list[int]:
+        """Last minute's put latency counts, one per ``DISTRIBUTE_DESC`` slot."""
+        return list(self._last_distribute)
+
+    def topic_puts(self) -> list[tuple[str, StatsItem, StatsItem]]:
+        """(topic, TOPIC_PUT_NUMS item, TOPIC_PUT_SIZE item) of every topic put to."""
+        return [(topic, nums, size) for topic, (nums, size) in self._topic_put.items()]
+
+    def group_gets(self) -> list[tuple[str, str, StatsItem, StatsItem]]:
+        """(group, topic, GROUP_GET_NUMS item, GROUP_GET_SIZE item) of every group that got messages."""
+        return [(group, topic, nums, size) for (group, topic), (nums, size) in self._group_get.items()]
 
     def percentile(self, px: float) -> float:
         """StoreStatsService.findPutMessageEntireTimePX over last minute's buckets."""
@@ -258,11 +282,11 @@ class BrokerStats:
             "putMessageSizeTotal": str(self.put_size),
             "putMessageDistributeTime": "".join(f"{desc}:{n} " for desc, n in zip(DISTRIBUTE_DESC, dist, strict=True)),
             "putMessageAverageSize": java_double(self.put_size / times),
-            "putTps": self._tps3(1),
-            "getFoundTps": self._tps3(2),
-            "getMissTps": self._tps3(3),
-            "getTotalTps": self._tps3(2, 3),
-            "getTransferedTps": self._tps3(4),
+            "putTps": self._tps3("putTps"),
+            "getFoundTps": self._tps3("getFoundTps"),
+            "getMissTps": self._tps3("getMissTps"),
+            "getTotalTps": self._tps3("getTotalTps"),
+            "getTransferedTps": self._tps3("getTransferedTps"),
             "putLatency99": f"{self.percentile(0.99):.2f}",
             "putLatency999": f"{self.percentile(0.999):.2f}",
             "msgPutTotalYesterdayMorning": str(self.yesterday_morning_put),
@@ -272,3 +296,24 @@ class BrokerStats:
             "msgGetTotalTodayMorning": str(self.today_morning_get),
             "msgGetTotalTodayNow": str(self._broker_get.value),
         }
+
+
+class NullBrokerStats(BrokerStats):
+    """Counts nothing: the broker's statistics with ``brokerStatsEnable=false``.
+
+    RocketMQ has no such switch; Apogee has it to measure what the statistics cost (the send
+    benchmark with them on and off).  The per-request calls still happen and return at once,
+    so what "off" saves is the counting itself, not the call or the two clock reads around a
+    put.  Every reader (runtime info, VIEW_BROKER_STATS_DATA, /metrics) sees zeros."""
+
+    def put(self, topic: str, nums: int, size: int, elapsed_ms: int) -> None:
+        return None
+
+    def put_failed_once(self) -> None:
+        return None
+
+    def got(self, group: str, topic: str, nums: int, size: int) -> None:
+        return None
+
+    def sent_back(self, group: str, topic: str) -> None:
+        return None

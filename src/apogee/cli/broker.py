@@ -13,6 +13,7 @@ from apogee.broker.config_update import default_config_path
 from apogee.cli.serve import serve, setup_logging
 from apogee.cli.status import ExitStatus
 from apogee.common.config import apply, describe, known_keys, load_file, unknown_keys_error
+from apogee.common.metrics_http import metrics_address
 from apogee.errors import ConfigError
 from apogee.remoting.config import RemotingConfig, parse_listen
 from apogee.store.config import StoreConfig
@@ -81,6 +82,10 @@ def _print_config(*configs: object) -> None:
     "--ha-master", default=None, metavar="HOST:PORT",
     help="haMasterAddress: a slave's master HA address (default: from the NameServer).",
 )
+@click.option(
+    "--metrics-listen", default=None, metavar="HOST:PORT",
+    help="Serve Prometheus /metrics here (metricsListen; ':PORT' = on the listen host). Default: not served.",
+)
 @click.option("--print-config", "-p", is_flag=True, help="Print the effective configuration and exit.")
 @click.option("--log-level", default="INFO", show_default=True)
 def broker_command(
@@ -93,6 +98,7 @@ def broker_command(
     role: str | None,
     ha_port: int | None,
     ha_master: str | None,
+    metrics_listen: str | None,
     print_config: bool,
     log_level: str,
 ) -> None:
@@ -119,6 +125,9 @@ def broker_command(
         if broker_ip:
             broker.broker_ip1 = broker_ip
         saved = None if config_file else apply_runtime_changes(broker, store, remoting)
+        if metrics_listen is not None:
+            broker.metrics_listen = metrics_listen
+        metrics_address(broker.metrics_listen, broker.listen_host)  # refused here, not after the store opened
         broker.validate_role()
         store.validate()
     except (ConfigError, ValueError) as exc:
@@ -143,9 +152,10 @@ def run_broker(
 
     async def start() -> str:
         host, port = await controller.start()
+        metrics = f", metrics {controller.metrics.url}" if controller.metrics is not None else ""
         return (
             f"apogee broker ready on {host}:{port} "
-            f"({broker.broker_name}, cluster {broker.broker_cluster_name}, address {controller.broker_addr})"
+            f"({broker.broker_name}, cluster {broker.broker_cluster_name}, address {controller.broker_addr}{metrics})"
         )
 
     return serve(start, controller.stop)
@@ -159,20 +169,26 @@ def run_broker(
 @click.option("--namesrv-listen", default="127.0.0.1:9876", show_default=True, metavar="HOST:PORT")
 @click.option("--broker-listen", default="127.0.0.1:10911", show_default=True, metavar="HOST:PORT")
 @click.option("--flush", type=click.Choice(["ASYNC_FLUSH", "SYNC_FLUSH"]), default="ASYNC_FLUSH", show_default=True)
+@click.option(
+    "--metrics-listen", default="127.0.0.1:5557", show_default=True, metavar="HOST:PORT",
+    help="The broker's Prometheus /metrics; the NameServer's is on the next port. Empty: not served.",
+)
 @click.option("--log-level", default="INFO", show_default=True)
-def dev_command(directory: str, namesrv_listen: str, broker_listen: str, flush: str, log_level: str) -> None:
+def dev_command(
+    directory: str, namesrv_listen: str, broker_listen: str, flush: str, metrics_listen: str, log_level: str
+) -> None:
     """Run a NameServer and a Broker together in one process, for first use and development."""
     setup_logging(log_level)
     from apogee.dev import DevCluster
 
     try:
-        cluster = DevCluster.from_options(Path(directory), namesrv_listen, broker_listen, flush)
+        cluster = DevCluster.from_options(Path(directory), namesrv_listen, broker_listen, flush, metrics_listen)
     except (ConfigError, ValueError) as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(ExitStatus.CONFIG)
 
     async def start() -> str:
         ns, br = await cluster.start()
-        return f"apogee dev ready on {ns} broker {br} store {cluster.root}"
+        return f"apogee dev ready on {ns} broker {br} store {cluster.root}{cluster.metrics_note()}"
 
     sys.exit(serve(start, cluster.stop))

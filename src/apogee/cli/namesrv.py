@@ -10,6 +10,7 @@ import click
 from apogee.cli.serve import serve, setup_logging
 from apogee.cli.status import ExitStatus
 from apogee.common.config import apply, known_keys, load_file, unknown_keys_error
+from apogee.common.metrics_http import metrics_address
 from apogee.errors import ConfigError
 from apogee.namesrv.config import NamesrvConfig
 from apogee.namesrv.server import NameServer
@@ -26,6 +27,10 @@ from apogee.remoting.config import RemotingConfig, parse_listen
 )
 @click.option("--expire-ms", type=int, help="Drop brokers silent for this long (default 120000).")
 @click.option("--scan-interval-ms", type=int, help="How often to look for silent brokers (default 10000).")
+@click.option(
+    "--metrics-listen", default=None, metavar="HOST:PORT",
+    help="Serve Prometheus /metrics here (metricsListen; ':PORT' = on the listen host). Default: not served.",
+)
 @click.option("--log-level", default="INFO", show_default=True)
 def namesrv_command(
     listen: str | None,
@@ -33,6 +38,7 @@ def namesrv_command(
     home: str | None,
     expire_ms: int | None,
     scan_interval_ms: int | None,
+    metrics_listen: str | None,
     log_level: str,
 ) -> None:
     """Run a NameServer: the route registry brokers register with and clients ask."""
@@ -50,6 +56,9 @@ def namesrv_command(
             _apply_file(str(config.settings_path), config, remoting)
         if listen:
             config.listen_host, config.listen_port = parse_listen(listen, 9876)
+        if metrics_listen is not None:
+            config.metrics_listen = metrics_listen
+        metrics_address(config.metrics_listen, config.listen_host)
     except (ConfigError, ValueError) as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(ExitStatus.CONFIG)
@@ -61,7 +70,8 @@ def namesrv_command(
 
     async def start() -> str:
         host, port = await server.start()
-        return f"apogee namesrv ready on {host}:{port}"
+        metrics = f" metrics {server.metrics.url}" if server.metrics is not None else ""
+        return f"apogee namesrv ready on {host}:{port}{metrics}"
 
     sys.exit(serve(start, server.stop))
 

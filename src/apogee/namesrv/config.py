@@ -30,6 +30,9 @@ class NamesrvConfig:
     # Where UPDATE_NAMESRV_CONFIG persists (RocketMQ's configStorePath): the namesrv.conf given
     # with -c; empty = <rocketmqHome>/namesrv.properties, applied at start when there is no -c.
     config_store_path: str = ""
+    # Apogee's: where /metrics (Prometheus) is served, "HOST:PORT" (":PORT" or "PORT": on the
+    # listen host); empty: not served.  The --metrics-listen flag sets it.
+    metrics_listen: str = ""
 
     @property
     def kv_config_path(self) -> Path:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import time
 import zlib
+from collections import Counter
 from collections.abc import Callable
 
 import orjson
@@ -42,7 +43,7 @@ from apogee.remoting.headers.namesrv import (
     RegisterBrokerResponseHeader,
     UnRegisterBrokerRequestHeader,
 )
-from apogee.remoting.server import RequestDispatcher
+from apogee.remoting.server import Processor, ProcessorResult, RequestDispatcher
 
 log = logging.getLogger("apogee.namesrv.processor")
 
@@ -67,6 +68,7 @@ class NamesrvProcessor:
         self.routes = routes
         self.kv = kv
         self._clock_ms = clock_ms
+        self.requests: Counter[int] = Counter()  # request code -> requests answered
 
     def register_with(self, dispatcher: RequestDispatcher) -> None:
         handlers = {
@@ -87,7 +89,17 @@ class NamesrvProcessor:
             RequestCode.GET_KVLIST_BY_NAMESPACE: self.get_kv_list,
         }
         for code, handler in handlers.items():
-            dispatcher.register(code, handler)
+            dispatcher.register(code, self._counted(int(code), handler))
+
+    def _counted(self, code: int, handler: Processor) -> Processor:
+        """``handler`` counting its requests in ``self.requests`` (the /metrics request counts)."""
+        requests = self.requests
+
+        def counted(conn: Connection, req: RemotingCommand) -> ProcessorResult:
+            requests[code] += 1
+            return handler(conn, req)
+
+        return counted
 
     # --- brokers ------------------------------------------------------------------------------
 

@@ -11,8 +11,11 @@ import logging
 import time
 
 from apogee.common.config_update import LiveConfig
+from apogee.common.metrics_http import MetricsServer, metrics_address
 from apogee.namesrv.config import LIVE_NAMESRV_KEYS, NEVER_NAMESRV_KEYS, NamesrvConfig
 from apogee.namesrv.kv_config import KVConfig
+from apogee.namesrv.metrics import SPECS as METRIC_SPECS
+from apogee.namesrv.metrics import NamesrvMetrics
 from apogee.namesrv.processor import NamesrvProcessor
 from apogee.namesrv.routes import RouteTable
 from apogee.remoting.codes import RequestCode
@@ -50,6 +53,7 @@ class NameServer:
         self.server = RemotingServer(dispatcher, remoting, on_connection_closed=self._connection_closed)
         self.address: tuple[str, int] | None = None
         self._scan_task: asyncio.Task[None] | None = None
+        self.metrics: MetricsServer | None = None
 
     def _connection_closed(self, conn: Connection) -> None:
         # A broker's connection closing means the broker is gone (RocketMQ's
@@ -61,6 +65,11 @@ class NameServer:
         self.kv.load()
         self.address = await self.server.start(self.config.listen_host, self.config.listen_port)
         self._scan_task = asyncio.create_task(self._scan_loop())
+        where = metrics_address(self.config.metrics_listen, self.config.listen_host)
+        if where is not None:
+            source = NamesrvMetrics(self.routes, self.server, self.processor.requests)
+            self.metrics = MetricsServer(METRIC_SPECS, source.parts)
+            await self.metrics.start(*where)
         return self.address
 
     async def _scan_loop(self) -> None:
@@ -76,6 +85,8 @@ class NameServer:
                 )
 
     async def stop(self) -> None:
+        if self.metrics is not None:
+            await self.metrics.stop()
         if self._scan_task is not None:
             self._scan_task.cancel()
             await asyncio.gather(self._scan_task, return_exceptions=True)

@@ -22,6 +22,7 @@ import concurrent.futures
 import logging
 from collections.abc import Callable
 
+from apogee.common.histogram import FLUSH_BOUNDS, Histogram
 from apogee.store.commitlog import CommitLog
 from apogee.store.config import StoreConfig
 from apogee.store.io_thread import IOThread
@@ -39,8 +40,10 @@ PAGE = 4096
 
 class GroupCommit:
     def __init__(self, loop: asyncio.AbstractEventLoop, io: IOThread, commitlog: CommitLog,
-                 timeout_ms: int, on_flushed: FlushedCallback, on_error: ErrorCallback) -> None:
+                 timeout_ms: int, on_flushed: FlushedCallback, on_error: ErrorCallback,
+                 latency: Histogram | None = None) -> None:
         self._loop = loop
+        self.latency = latency if latency is not None else Histogram(FLUSH_BOUNDS)
         self._io = io
         self._commitlog = commitlog
         self._on_flushed = on_flushed
@@ -63,12 +66,14 @@ class GroupCommit:
     def _start(self) -> None:
         self._inflight = True
         ts = self._commitlog.last_store_ts
+        t0 = self._loop.time()
         cf = self._io.submit(self._commitlog.mfq.flush)
-        cf.add_done_callback(lambda f: self._loop.call_soon_threadsafe(self._done, f, ts))
+        cf.add_done_callback(lambda f: self._loop.call_soon_threadsafe(self._done, f, ts, t0))
 
-    def _done(self, cf: concurrent.futures.Future[int], ts: int) -> None:
+    def _done(self, cf: concurrent.futures.Future[int], ts: int, t0: float) -> None:
         self._inflight = False
         self.fsyncs += 1
+        self.latency.observe(self._loop.time() - t0)
         exc = cf.exception()
         if exc is not None:
             log.error("CommitLog fdatasync failed: %s", exc)
@@ -95,8 +100,10 @@ class PeriodicFlush:
     ``flushCommitLogThoroughInterval`` ms."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, io: IOThread, commitlog: CommitLog,
-                 config: StoreConfig, on_flushed: FlushedCallback, on_error: ErrorCallback) -> None:
+                 config: StoreConfig, on_flushed: FlushedCallback, on_error: ErrorCallback,
+                 latency: Histogram | None = None) -> None:
         self._loop = loop
+        self.latency = latency if latency is not None else Histogram(FLUSH_BOUNDS)
         self._io = io
         self._commitlog = commitlog
         self._interval_s = config.flush_interval_commitlog_ms / 1000
@@ -126,6 +133,7 @@ class PeriodicFlush:
 
     async def flush_now(self) -> None:
         ts = self._commitlog.last_store_ts
+        t0 = self._loop.time()
         try:
             durable = await self._io.run(self._commitlog.mfq.flush)
         except OSError as exc:
@@ -133,4 +141,5 @@ class PeriodicFlush:
             self._on_error(exc)
             return
         self.fsyncs += 1
+        self.latency.observe(self._loop.time() - t0)
         self._on_flushed(durable, ts)

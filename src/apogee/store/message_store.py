@@ -25,6 +25,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from apogee.common.constants import SCHEDULE_TOPIC
+from apogee.common.histogram import DISPATCH_BOUNDS_MS, FLUSH_BOUNDS, Histogram
 from apogee.common.message import MessageExt
 from apogee.errors import StoreError
 from apogee.store.checkpoint import AbortMark, StoreCheckpoint
@@ -122,6 +123,11 @@ class MessageStore:
         # SYNC_MASTER: the HA master's wait for a slave to hold an offset (``_store_waits``).
         self.replica_request: Callable[[int], asyncio.Future[PutStatus]] | None = None
         self._ha_wake_pending = False
+        # Latencies for the metrics exporter, observed on the loop: each CommitLog fsync, and
+        # store time to ConsumeQueue of the last record of each dispatch pass.  The owner may
+        # swap in NullHistograms before ``start`` (brokerStatsEnable=false).
+        self.flush_latency = Histogram(FLUSH_BOUNDS)
+        self.dispatch_latency = Histogram(DISPATCH_BOUNDS_MS, unit=0.001)
 
     # --- lifecycle -----------------------------------------------------------------------------
 
@@ -145,10 +151,11 @@ class MessageStore:
         on_flushed, on_error = self._on_commitlog_flushed, self._on_flush_error
         if self.sync_flush:
             self._group = GroupCommit(self._loop, self.io, self.commitlog,
-                                      self.config.sync_flush_timeout_ms, on_flushed, on_error)
+                                      self.config.sync_flush_timeout_ms, on_flushed, on_error,
+                                      latency=self.flush_latency)
         else:
             self._periodic = PeriodicFlush(self._loop, self.io, self.commitlog, self.config,
-                                           on_flushed, on_error)
+                                           on_flushed, on_error, latency=self.flush_latency)
         self._running = True
         self.replica_end = self.commitlog.max_offset
         await self.cleaner.check_disk()
@@ -421,11 +428,8 @@ class MessageStore:
         # Dispatch right here when nothing else is dispatching and no file is needed: a held
         # pull is then answered in this loop turn rather than after the dispatch task's own
         # wake-up (two turns later).  Anything else goes to the task.
-        if not self._dispatch_lock.locked() and self._running:
-            done = self.dispatcher.dispatch(self._dispatch_limit(), DISPATCH_BATCH) == DONE
-            self._move_mark()
-            if done:
-                return
+        if not self._dispatch_lock.locked() and self._running and self._dispatch_pass() == DONE:
+            return
         if self._dispatch_event is not None:
             self._dispatch_event.set()
 
@@ -493,6 +497,17 @@ class MessageStore:
         async with self._dispatch_lock:
             await self._dispatch_locked()
 
+    def _dispatch_pass(self) -> str | FileNeed:
+        """One dispatcher pass up to the limit; its latency observed, the abort mark moved."""
+        d = self.dispatcher
+        before = d.dispatched
+        result = d.dispatch(self._dispatch_limit(), DISPATCH_BATCH)
+        if d.dispatched != before:
+            # The wall clock, not ``self.clock``: an observation must not consume a test's ticks.
+            self.dispatch_latency.observe(wall_clock_ms() - d.last_store_ts)
+        self._move_mark()
+        return result
+
     def _move_mark(self) -> None:
         """Move the abort mark to the dispatched offset every MARK_EVERY_* of dispatch."""
         d = self.dispatcher
@@ -503,8 +518,7 @@ class MessageStore:
 
     async def _dispatch_locked(self) -> None:
         while True:
-            result = self.dispatcher.dispatch(self._dispatch_limit(), DISPATCH_BATCH)
-            self._move_mark()
+            result = self._dispatch_pass()
             if result == DONE:
                 return
             if result == MORE:

@@ -20,6 +20,7 @@ import orjson
 
 from apogee.broker.clients import ClientChannel, ClientManager
 from apogee.broker.config import BrokerConfig
+from apogee.broker.consume_progress import ConsumeProgress
 from apogee.broker.offsets import ConsumerOffsetManager
 from apogee.broker.persistence import TableFile, TableWriter
 from apogee.broker.records import record_at
@@ -109,6 +110,7 @@ class AdminProcessor:
         self._table_writer = table_writer
         self._delay_offsets = delay_offsets
         self._topics_changed = topics_changed
+        self._progress = ConsumeProgress(store, topics, offsets, clients)
 
     def register_with(self, dispatcher: RequestDispatcher) -> None:
         handlers: dict[int, Processor] = {
@@ -317,18 +319,14 @@ class AdminProcessor:
     def _group_stats(self, group: str, topic: str, queues: int) -> ConsumeStats | None:
         """ConsumeStats of ``group`` on one topic's first ``queues`` queues; None when the topic
         is unknown or the group's live consumers do not subscribe it (RocketMQ skips those)."""
-        if self._topics.get(topic) is None:
+        progress = self._progress.of(group, topic, queues)
+        if progress is None:
             return None
-        info = self._clients.consumer_group(group)
-        if info is not None and info.subscriptions and topic not in info.subscriptions:
-            return None
-        table: dict[QueueKey, OffsetWrapper] = {}
-        for qid in range(queues):
-            consumer = max(0, self._offsets.query(group, topic, qid))
-            table[QueueKey(topic, self._config.broker_name, qid)] = OffsetWrapper(
-                max(0, self._store.get_max_offset_in_queue(topic, qid)), consumer,
-                self._last_store_time(topic, qid, consumer - 1),
-            )
+        table: dict[QueueKey, OffsetWrapper] = {
+            QueueKey(topic, self._config.broker_name, p.queue_id): OffsetWrapper(
+                p.broker_offset, p.consumer_offset, self._last_store_time(topic, p.queue_id, p.consumer_offset - 1))
+            for p in progress
+        }
         item = self._stats.find(GROUP_GET_NUMS, f"{topic}@{group}")
         return ConsumeStats(table, item.snapshot(0).tps if item is not None else 0.0)
 
