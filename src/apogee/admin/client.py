@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from apogee.client.config import ClientConfig
 from apogee.client.instance import ClientInstance
+from apogee.client.routes import read_addr
 from apogee.client.trace import TRACE_TOPIC, MessageTrace, collect_trace
 from apogee.common.message import MessageExt, MessageQueue
 from apogee.common.message_codec import decode_records
@@ -109,6 +110,15 @@ class AdminClient:
             raise NoRouteError(f"no master broker serves topic {topic!r}")
         return out
 
+    async def readers(self, topic: str) -> dict[str, str]:
+        """broker name -> where to read its state: the master, else (the master gone) a slave
+        (``client.routes.read_addr``).  Writes use ``masters``."""
+        route = await self.route(topic)
+        out = {b.broker_name: a for b in route.broker_datas if (a := read_addr(b.broker_addrs)) is not None}
+        if not out:
+            raise NoRouteError(f"no broker serves topic {topic!r}")
+        return out
+
     async def topic_list(self) -> list[str]:
         resp = _check(await self._namesrv(RemotingCommand.request(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)))
         return decode_topic_list(resp.body_bytes())
@@ -156,8 +166,8 @@ class AdminClient:
             _check(resp)
             return [FoundMessage(m, name) for m in decode_records(resp.body_bytes())]
 
-        masters = await self.masters(topic)
-        found = [m for part in await asyncio.gather(*(one(n, a) for n, a in masters.items())) for m in part]
+        brokers = await self.readers(topic)
+        found = [m for part in await asyncio.gather(*(one(n, a) for n, a in brokers.items())) for m in part]
         found = [f for f in found if begin_ms <= f.message.store_timestamp <= end_ms]
         found.sort(key=lambda f: f.message.store_timestamp, reverse=True)
         return found[:max_num]
@@ -190,7 +200,7 @@ class AdminClient:
         return collect_trace(msg_id, ((f.message.body, f.message.born_host[0]) for f in found))
 
     async def message_at(self, topic: str, broker_name: str, queue_id: int, offset: int) -> MessageExt | None:
-        masters = await self.masters(topic)
+        masters = await self.readers(topic)
         if broker_name not in masters:
             raise NoRouteError(f"broker {broker_name!r} does not serve topic {topic!r}")
         header = PullMessageRequestHeader(
@@ -207,7 +217,7 @@ class AdminClient:
     # --- offsets ------------------------------------------------------------------------------
 
     async def offset_for_time(self, topic: str, broker_name: str, queue_id: int, timestamp_ms: int) -> int:
-        masters = await self.masters(topic)
+        masters = await self.readers(topic)
         return await self.instance.api.search_offset(masters[broker_name], topic, queue_id, timestamp_ms)
 
     async def reset_offset_by_time(
@@ -227,7 +237,7 @@ class AdminClient:
 
     async def consumer_progress(self, group: str, topic: str) -> list[QueueProgress]:
         route = await self.route(topic)
-        masters = await self.masters(topic)
+        masters = await self.readers(topic)
         rows = []
         for qd in route.queue_datas:
             addr = masters.get(qd.broker_name)
@@ -251,9 +261,9 @@ class AdminClient:
         return decode_runtime_info(_check(await self._invoke(broker_addr, request)).body_bytes())
 
     async def topic_stats(self, topic: str) -> dict[QueueKey, TopicOffset]:
-        """Min/max offset and last update time of every queue of ``topic``, on every master."""
+        """Min/max offset and last update time of every queue of ``topic``, from each broker's master (else a slave)."""
         out: dict[QueueKey, TopicOffset] = {}
-        for addr in (await self.masters(topic)).values():
+        for addr in (await self.readers(topic)).values():
             request = RemotingCommand.request(RequestCode.GET_TOPIC_STATS_INFO, {"topic": topic})
             out.update(decode_topic_stats(_check(await self._invoke(addr, request)).body_bytes()))
         return out
@@ -261,7 +271,7 @@ class AdminClient:
     async def consume_stats(self, group: str, topic: str) -> ConsumeStats:
         """Broker and consumer offsets of ``group`` on ``topic``'s queues, and its TPS."""
         total = ConsumeStats({}, 0.0)
-        for addr in (await self.masters(topic)).values():
+        for addr in (await self.readers(topic)).values():
             request = RemotingCommand.request(RequestCode.GET_CONSUME_STATS, {"consumerGroup": group, "topic": topic})
             part = ConsumeStats.decode(_check(await self._invoke(addr, request)).body_bytes())
             total.offset_table.update(part.offset_table)
