@@ -6,7 +6,7 @@ one JSON line on stdout; the tests parse them.
 
     produce  NS TOPIC --count N --mode sync|async|oneway|orderly|batch [--batch-size B] [--tags T] [--keys-prefix K]
              [--delay-level L] [--prop k=v] [--body-size B]
-    consume  NS TOPIC GROUP --expect N [--tags EXPR] [--orderly] [--broadcast] [--fail-first]
+    consume  NS TOPIC GROUP --expect N|--expect-file F [--tags EXPR] [--orderly] [--broadcast] [--fail-first]
              [--timeout S] [--instance NAME]
     pull     NS TOPIC GROUP --expect N [--timeout S]
     bench-send     NS TOPIC --count N --mode sync|async [--body-size B] [--warmup N]   (one summary line)
@@ -162,7 +162,15 @@ def consume(args) -> None:
     try:
         while time.time() < deadline:
             with lock:
-                if len(seen) >= args.expect:
+                if args.expect_file:  # the count is known later (failover): distinct keys
+                    try:
+                        with open(args.expect_file) as f:
+                            wanted = int(f.read().strip() or "-1")
+                    except (OSError, ValueError):
+                        wanted = -1
+                    if 0 <= wanted <= len({m["keys"] for m in seen}):
+                        break
+                elif len(seen) >= args.expect:
                     break
             time.sleep(0.05)
         # Linger a little so late duplicates or unwanted tags would show up.
@@ -281,7 +289,8 @@ def main() -> None:
     c.add_argument("namesrv")
     c.add_argument("topic")
     c.add_argument("group")
-    c.add_argument("--expect", type=int, required=True)
+    c.add_argument("--expect", type=int, default=0)
+    c.add_argument("--expect-file", default="", help="stop at the distinct keys this file counts, once written")
     c.add_argument("--tags", default="*")
     c.add_argument("--orderly", action="store_true")
     c.add_argument("--broadcast", action="store_true")
