@@ -250,7 +250,7 @@ class PullProcessor:
                     h.consumer_group, h.topic, h.queue_id, h.queue_offset, result.min_offset, result.max_offset,
                 )
         next_begin = result.next_begin_offset
-        if status in _CORRECTIONS and not self._corrects_offset:
+        if not self._corrects_offset and status in _CORRECTIONS:
             next_begin = h.queue_offset
         ext = PullMessageResponseHeader(
             suggest_which_broker_id=suggest,
