@@ -14,12 +14,11 @@ from apogee.remoting.client import RemotingClient
 from apogee.remoting.codes import RequestCode, ResponseCode
 from tests.integration.client.conftest import FAST, FAST_CONSUMER
 from tests.integration.test_replication import GROUP, runtime, wait_in_step
-from tests.integration.test_slave_sync import ask, table
+from tests.integration.test_slave_sync import ask, master_and_slave, table
 from tests.support.names import unique
 from tests.support.processes import ServerProcess, start_broker
 from tests.support.waiting import wait_until
 
-SLAVE = GROUP + "brokerRole=SLAVE\nbrokerId=1\n"
 CONSUMER = {**FAST_CONSUMER, "broker_suspend_max_time_ms": 1000}
 
 
@@ -38,8 +37,7 @@ async def on_slave(client: RemotingClient, slave: ServerProcess, code: int, key:
 async def test_a_consumer_reads_from_the_slave_while_the_master_is_gone_and_returns(
     tmp_path: Path, namesrv: ServerProcess
 ) -> None:
-    master = start_broker(namesrv.addr, tmp_path / "master", GROUP)
-    slave = start_broker(namesrv.addr, tmp_path / "slave", SLAVE)
+    master, slave = master_and_slave(namesrv, tmp_path)
     client = RemotingClient()
     topic, group = unique("OnSlave"), unique("on_slave")
     received: list[bytes] = []
@@ -83,9 +81,7 @@ async def test_a_consumer_reads_from_the_slave_while_the_master_is_gone_and_retu
 async def test_with_slave_read_enable_the_consumer_follows_the_suggestion_to_the_slave_and_back(
     tmp_path: Path, namesrv: ServerProcess
 ) -> None:
-    conf = GROUP + "slaveReadEnable=true\n"
-    master = start_broker(namesrv.addr, tmp_path / "master", conf)
-    slave = start_broker(namesrv.addr, tmp_path / "slave", conf + "brokerRole=SLAVE\nbrokerId=1\n")
+    master, slave = master_and_slave(namesrv, tmp_path, GROUP + "slaveReadEnable=true\n")
     client = RemotingClient()
     topic, group = unique("Suggested"), unique("pinned")
     received: list[bytes] = []

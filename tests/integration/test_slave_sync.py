@@ -35,11 +35,16 @@ async def table(client: RemotingClient, addr: str, code: int, key: str) -> dict[
     return found
 
 
+def master_and_slave(namesrv: ServerProcess, root: Path, conf: str = GROUP) -> tuple[ServerProcess, ServerProcess]:
+    """A master (``root/master``) and its slave, brokerId 1 (``root/slave``), of one group."""
+    master = start_broker(namesrv.addr, root / "master", conf)
+    return master, start_broker(namesrv.addr, root / "slave", conf + "brokerRole=SLAVE\nbrokerId=1\n")
+
+
 async def test_topics_groups_and_offsets_created_on_the_master_appear_on_the_slave(
     tmp_path: Path, namesrv: ServerProcess
 ) -> None:
-    master = start_broker(namesrv.addr, tmp_path / "master", GROUP)
-    slave = start_broker(namesrv.addr, tmp_path / "slave", SLAVE)
+    master, slave = master_and_slave(namesrv, tmp_path)
     client = RemotingClient()
     topic, group = unique("Synced"), unique("synced_group")
     try:

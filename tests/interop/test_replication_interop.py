@@ -11,7 +11,7 @@ from pathlib import Path
 from apogee.admin import AdminClient
 from apogee.client import Message, Producer, SendStatus
 from apogee.remoting.client import RemotingClient
-from tests.integration.test_replication import runtime, tree, wait_in_step
+from tests.integration.test_replication import assert_replicas, runtime, wait_in_step
 from tests.interop.conftest import cpp, routed
 from tests.support.names import unique
 from tests.support.processes import start_broker, start_namesrv
@@ -62,12 +62,8 @@ async def test_two_slaves_hold_what_both_clients_sent_byte_for_byte(tmp_path: Pa
         for slave in (early, late):
             await wait_in_step(client, master, slave)
         assert int((await runtime(client, master.addr))["commitLogMaxOffset"]) > FILE_SIZE  # the log rolled
-        master_log = tree(tmp_path / "master" / "commitlog")
-        master_cq = tree(tmp_path / "master" / "consumequeue" / topic)
+        master_log, master_cq = assert_replicas(tmp_path, topic, ("slave1", "slave2"))
         assert len(master_log) >= 2 and len(master_cq) == 4
-        for name in ("slave1", "slave2"):
-            assert tree(tmp_path / name / "commitlog") == master_log, name
-            assert tree(tmp_path / name / "consumequeue" / topic) == master_cq, name
         # Every message is in some queue: 200,000 entries of 20 bytes.
         entries = sum(len(data.rstrip(b"\0")) for data in master_cq.values())
         assert 4 * HALF * 20 - 20 * 4 <= entries <= 4 * HALF * 20
