@@ -59,7 +59,8 @@ class Lines:
 
     def __init__(self, run: CppRun) -> None:
         self.run = run
-        self.events: list[dict] = []
+        # Lines wait_started() read before 'started' (a consumer may receive first).
+        self.events: list[dict] = [json.loads(line) for line in run._early.splitlines() if line.startswith("{")]
         self._thread = threading.Thread(target=self._read, daemon=True)
         self._thread.start()
 
