@@ -67,6 +67,17 @@ def tree(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
+def assert_replicas(root: Path, topic: str, slaves: tuple[str, ...]) -> tuple[dict[str, bytes], dict[str, bytes]]:
+    """Each slave's CommitLog files byte-identical to the master's (``root/master``) and its
+    ConsumeQueues of ``topic`` equal; returns the master's (CommitLog, ConsumeQueue) files."""
+    master_log = tree(root / "master" / "commitlog")
+    master_cq = tree(root / "master" / "consumequeue" / topic)
+    for name in slaves:
+        assert tree(root / name / "commitlog") == master_log, name
+        assert tree(root / name / "consumequeue" / topic) == master_cq, name
+    return master_log, master_cq
+
+
 async def test_slaves_hold_byte_identical_commitlogs_and_equal_queues(tmp_path: Path, namesrv: ServerProcess) -> None:
     master = start_broker(namesrv.addr, tmp_path / "master", GROUP)
     early = start_broker(namesrv.addr, tmp_path / "slave1", GROUP + "brokerRole=SLAVE\nbrokerId=1\n")
@@ -81,12 +92,8 @@ async def test_slaves_hold_byte_identical_commitlogs_and_equal_queues(tmp_path: 
             await wait_in_step(client, master, slave)
         master_info = await runtime(client, master.addr)
         assert int(master_info["commitLogMaxOffset"]) > 2 * FILE_SIZE  # the log crossed files
-        master_log = tree(tmp_path / "master" / "commitlog")
-        master_cq = tree(tmp_path / "master" / "consumequeue" / topic)
+        master_log, master_cq = assert_replicas(tmp_path, topic, ("slave1", "slave2"))
         assert len(master_log) >= 3 and len(master_cq) == 4
-        for name in ("slave1", "slave2"):
-            assert tree(tmp_path / name / "commitlog") == master_log, name
-            assert tree(tmp_path / name / "consumequeue" / topic) == master_cq, name
 
         refused = await client.invoke(early.addr, send_request(topic, b"no"), T)
         assert refused.code == ResponseCode.SERVICE_NOT_AVAILABLE

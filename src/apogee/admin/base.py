@@ -18,6 +18,7 @@ from typing import Any
 from apogee.admin.errors import NoBrokerRegisteredError, TopicNotFoundError, WrongServerError
 from apogee.client.config import ClientConfig
 from apogee.client.instance import ClientInstance
+from apogee.client.routes import read_addr
 from apogee.common import constants as c
 from apogee.common.lenient_json import loads, loads_keyed
 from apogee.errors import (
@@ -231,6 +232,17 @@ class AdminBase:
             raise NoBrokerRegisteredError(
                 f"no master broker of topic {topic!r} is registered with the NameServer "
                 "(its brokers are down or only slaves are up)"
+            )
+        return out
+
+    async def readers(self, topic: str) -> dict[str, str]:
+        """broker name -> where to read its state: the master, else (the master gone) a slave
+        (``client.routes.read_addr``, the client's one rule).  Writes use ``masters``."""
+        route = await self.route(topic)
+        out = {b.broker_name: a for b in route.broker_datas if (a := read_addr(b.broker_addrs)) is not None}
+        if not out:
+            raise NoBrokerRegisteredError(
+                f"no broker of topic {topic!r} is registered with the NameServer (its brokers are down)"
             )
         return out
 

@@ -178,10 +178,10 @@ class GroupAdmin(AdminBase):
         """GET_CONSUME_STATS (208): broker and consumer offsets of ``group`` on ``topic`` (on
         every topic it consumes when None, asked of its retry topic's brokers, as RocketMQ)."""
         if topic is not None:
-            masters = await self.masters(topic)
+            masters = await self.readers(topic)
         else:
             try:
-                masters = await self.masters(c.retry_topic(group))
+                masters = await self.readers(c.retry_topic(group))
             except TopicNotFoundError:  # no consumer ever started: ask every master
                 masters = await self.cluster_masters()
         total = ConsumeStats({}, 0.0)
@@ -233,7 +233,7 @@ class GroupAdmin(AdminBase):
         """Per queue of ``topic``: the max offset and ``group``'s committed offset (14 and 30),
         the way a client reads them; an unknown group is an error."""
         route = await self.route(topic)
-        masters = await self.masters(topic)
+        masters = await self.readers(topic)
         rows = []
         for qd in route.queue_datas:
             addr = masters.get(qd.broker_name)

@@ -87,7 +87,7 @@ class MessageAdmin(TopicAdmin):
                 return []
             return [FoundMessage(m, name) for m in decode_records(resp.body_bytes())]
 
-        masters = await self.masters(topic)
+        masters = await self.readers(topic)
         found = [m for part in await asyncio.gather(*(one(n, a) for n, a in masters.items())) for m in part]
         found = [f for f in found if begin_ms <= f.message.store_timestamp <= end_ms]
         found.sort(key=lambda f: f.message.store_timestamp, reverse=True)
@@ -135,7 +135,7 @@ class MessageAdmin(TopicAdmin):
 
     async def message_at(self, topic: str, broker_name: str, queue_id: int, offset: int) -> MessageExt | None:
         """The message at a queue offset (mqadmin queryMsgByOffset: one PULL_MESSAGE)."""
-        masters = await self.masters(topic)
+        masters = await self.readers(topic)
         if broker_name not in masters:
             raise ClientError(f"broker {broker_name!r} does not serve topic {topic!r} "
                               f"(its brokers: {', '.join(sorted(masters))})")
@@ -161,7 +161,7 @@ class MessageAdmin(TopicAdmin):
     async def read_queue(self, mq: MessageQueue, low: int, high: int, *, expression: str = "*",
                          group: str = c.TOOLS_CONSUMER_GROUP, limit: int | None = None) -> AsyncIterator[MessageExt]:
         """The messages of ``mq`` in [low, high) that match ``expression``, in order."""
-        addr = (await self.masters(mq.topic)).get(mq.broker_name)
+        addr = (await self.readers(mq.topic)).get(mq.broker_name)
         if addr is None:
             raise ClientError(f"broker {mq.broker_name!r} does not serve topic {mq.topic!r}")
         offset, count = low, 0
@@ -179,7 +179,7 @@ class MessageAdmin(TopicAdmin):
     async def topic_queues(self, topic: str) -> dict[MessageQueue, str]:
         """Every readable queue of ``topic`` -> its master's address."""
         route = await self.route(topic)
-        masters = await self.masters(topic)
+        masters = await self.readers(topic)
         return {
             MessageQueue(topic, qd.broker_name, i): masters[qd.broker_name]
             for qd in sorted(route.queue_datas, key=lambda q: q.broker_name)
@@ -190,7 +190,7 @@ class MessageAdmin(TopicAdmin):
     async def query_consume_queue(self, topic: str, queue_id: int, index: int, count: int = 10,
                                   broker_addr: str | None = None, group: str | None = None) -> dict[str, Any]:
         """QUERY_CONSUME_QUEUE (321): ConsumeQueue entries from ``index`` (mqadmin queryCq)."""
-        addr = broker_addr or sorted((await self.masters(topic)).values())[0]
+        addr = broker_addr or sorted((await self.readers(topic)).values())[0]
         ext = {"topic": topic, "queueId": str(queue_id), "index": str(index), "count": str(count)}
         if group:
             ext["consumerGroup"] = group

@@ -77,7 +77,7 @@ class TopicAdmin(NamesrvAdmin):
     async def consumed_by(self, topic: str) -> list[str]:
         """QUERY_TOPIC_CONSUME_BY_WHO (300) on every broker of the topic: the groups."""
         groups: set[str] = set()
-        for addr in (await self.masters(topic)).values():
+        for addr in (await self.readers(topic)).values():
             resp = await self.call_broker(addr, RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, {"topic": topic})
             groups.update(str(g) for g in (load_object(resp.body_bytes()).get("groupList") or []))
         return sorted(groups)
@@ -110,7 +110,7 @@ class TopicAdmin(NamesrvAdmin):
     async def topic_stats(self, topic: str) -> dict[QueueKey, TopicOffset]:
         """Min/max offset and last update time of every queue of ``topic``, on every master (202)."""
         out: dict[QueueKey, TopicOffset] = {}
-        for addr in (await self.masters(topic)).values():
+        for addr in (await self.readers(topic)).values():
             resp = await self.call_broker(addr, RequestCode.GET_TOPIC_STATS_INFO, {"topic": topic})
             out.update(decode_topic_stats(resp.body_bytes()))
         return out

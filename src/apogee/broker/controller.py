@@ -21,6 +21,7 @@ from apogee.broker.config import BrokerAddress, BrokerConfig, BrokerRole, advert
 from apogee.broker.config_update import LIVE_BROKER_KEYS, default_config_path
 from apogee.broker.ha.master import HAMaster
 from apogee.broker.ha.slave import HASlave
+from apogee.broker.ha.sync import SlaveSynchronize
 from apogee.broker.locks import RebalanceLockManager
 from apogee.broker.long_polling import PullRequestHoldService
 from apogee.broker.metrics import SPECS as METRIC_SPECS
@@ -169,10 +170,16 @@ class BrokerController:
         self._learnt_master_ha: str | None = None
         self._learnt_master: str | None = None
         self.metrics: MetricsServer | None = None
+        self.slave_sync: SlaveSynchronize | None = None
         if config.is_slave:
             self.ha_slave = HASlave(
                 self.store, store_config, self._master_ha_address, outbound=self.outbound,
                 master_broker=lambda: self._learnt_master, own_addr=lambda: self.broker_addr,
+            )
+            self.slave_sync = SlaveSynchronize(
+                self.outbound, own_addr=lambda: self.broker_addr, topics=self.topics,
+                subscriptions=self.subscriptions, offsets=self.offsets, schedule=self.schedule,
+                table_writer=self.table_writer,
             )
         else:
             self.ha_master = HAMaster(
@@ -227,6 +234,8 @@ class BrokerController:
         self.registrar.start()
         if self.ha_slave is not None:
             self.ha_slave.start()
+        if self.slave_sync is not None:
+            self.slave_sync.start()
         self._tasks.append(asyncio.create_task(self._persist_loop()))
         self._tasks.append(asyncio.create_task(self._expire_clients_loop()))
         self._tasks.append(asyncio.create_task(self._stats_loop()))
@@ -261,6 +270,8 @@ class BrokerController:
 
     def _master_learnt(self, master_addr: str, ha_addr: str) -> None:
         self._learnt_master = master_addr or None
+        if self.slave_sync is not None:
+            self.slave_sync.master_addr = master_addr
         if ha_addr != self._learnt_master_ha:
             log.info("master of %s is %s (HA address %s)", self.config.broker_name, master_addr, ha_addr)
             self._learnt_master_ha = ha_addr
@@ -296,6 +307,8 @@ class BrokerController:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self.slave_sync is not None:
+            await self.slave_sync.close()
         if self.ha_slave is not None:
             await self.ha_slave.close()
         if self.ha_master is not None:

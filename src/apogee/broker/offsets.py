@@ -23,6 +23,12 @@ log = logging.getLogger("apogee.broker.offsets")
 SEPARATOR = "@"
 
 
+def _parse_table(obj: dict[str, Any]) -> dict[str, dict[int, int]]:
+    """The ``offsetTable`` of a ConsumerOffsetSerializeWrapper (a file or a master's answer)."""
+    raw = obj.get("offsetTable") or {}
+    return {str(k): {int(q): int(o) for q, o in v.items()} for k, v in raw.items()}
+
+
 class ConsumerOffsetManager:
     def __init__(self, path: Path | None) -> None:
         self.table: dict[str, dict[int, int]] = {}
@@ -31,10 +37,20 @@ class ConsumerOffsetManager:
 
     def _load(self) -> None:
         def parse(obj: dict[str, Any]) -> None:
-            raw = obj.get("offsetTable") or {}
-            self.table = {k: {int(q): int(o) for q, o in v.items()} for k, v in raw.items()}
+            self.table = _parse_table(obj)
 
         load_json_table(self.file.path, parse, log)
+
+    def merge_from_master(self, obj: dict[str, Any]) -> bool:
+        """A slave's copy of its master's GET_ALL_CONSUMER_OFFSET answer (RocketMQ
+        SlaveSynchronize.syncConsumerOffset, ``putAll``): each topic@group the master holds
+        replaces ours; what only this slave holds (commits made here while the master was
+        away) stays.  True when anything changed (the file is then behind)."""
+        changed = {k: v for k, v in _parse_table(obj).items() if self.table.get(k) != v}
+        if changed:
+            self.table.update(changed)
+            self.file.version += 1
+        return bool(changed)
 
     def encode(self) -> bytes:
         return orjson.dumps(

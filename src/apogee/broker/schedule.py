@@ -39,6 +39,11 @@ log = logging.getLogger("apogee.broker.schedule")
 MAX_BATCH = 256
 
 
+def _parse_table(obj: dict[str, Any]) -> dict[int, int]:
+    """The ``offsetTable`` (level -> offset) of delayOffset.json or a master's answer."""
+    return {int(k): int(v) for k, v in (obj.get("offsetTable") or {}).items()}
+
+
 class ScheduleService:
     """The delay levels' delivery tasks and their progress.  ``delay_levels_ms``: the delay of
     each level (level n is ``delay_levels_ms[n - 1]``)."""
@@ -57,9 +62,20 @@ class ScheduleService:
 
     def _load(self) -> None:
         def parse(obj: dict[str, Any]) -> None:
-            self.offsets = {int(k): int(v) for k, v in (obj.get("offsetTable") or {}).items()}
+            self.offsets = _parse_table(obj)
 
         load_json_table(self.file.path, parse, log)
+
+    def replace_from_master(self, obj: dict[str, Any]) -> bool:
+        """A slave's copy of its master's GET_ALL_DELAY_OFFSET answer (RocketMQ writes it to
+        delayOffset.json as it came): the delay progress a slave switched to master resumes.
+        True when it changed."""
+        offsets = _parse_table(obj)
+        if offsets == self.offsets:
+            return False
+        self.offsets = offsets
+        self.file.changed()
+        return True
 
     def encode(self) -> bytes:
         return orjson.dumps({"offsetTable": {str(k): v for k, v in sorted(self.offsets.items())}})

@@ -80,6 +80,14 @@ def group_config_problem(config: SubscriptionGroupConfig) -> str | None:
     )
 
 
+def _parse_table(obj: dict[str, Any]) -> dict[str, SubscriptionGroupConfig]:
+    """The ``subscriptionGroupTable`` of a SubscriptionGroupWrapper (a file or a master's answer)."""
+    return {
+        name: SubscriptionGroupConfig.from_json({"groupName": name, **cfg})
+        for name, cfg in (obj.get("subscriptionGroupTable") or {}).items()
+    }
+
+
 class SubscriptionGroupManager:
     def __init__(self, path: Path | None, *, auto_create: bool, max_reconsume_times: int = 16) -> None:
         self.file = TableFile(path, self.encode, write_at_once=True)
@@ -92,10 +100,21 @@ class SubscriptionGroupManager:
     def _load(self) -> None:
         def parse(obj: dict[str, Any]) -> None:
             self.data_version = DataVersion.from_json(obj.get("dataVersion"))
-            for name, cfg in (obj.get("subscriptionGroupTable") or {}).items():
-                self.table[name] = SubscriptionGroupConfig.from_json({"groupName": name, **cfg})
+            self.table.update(_parse_table(obj))
 
         load_json_table(self.file.path, parse, log)
+
+    def replace_from_master(self, obj: dict[str, Any]) -> bool:
+        """A slave's copy of its master's GET_ALL_SUBSCRIPTIONGROUP_CONFIG answer (RocketMQ
+        SlaveSynchronize.syncSubscriptionGroupConfig): the whole table and its version
+        replace ours when the versions differ.  True when they did."""
+        version = DataVersion.from_json(obj.get("dataVersion"))
+        if version == self.data_version:
+            return False
+        self.table = _parse_table(obj)
+        self.data_version = version
+        self.file.changed()
+        return True
 
     def encode(self) -> bytes:
         return orjson.dumps(

@@ -63,6 +63,21 @@ def _numbers_problem(config: TopicConfigData) -> str | None:
     )
 
 
+def _parse_table(obj: dict[str, Any], source: str) -> dict[str, TopicConfigData]:
+    """The ``topicConfigTable`` of a TopicConfigSerializeWrapper (a file or a master's answer);
+    a topic whose numbers could never be written back is dropped, loudly (names are not
+    checked: the broker's own topics may be any text)."""
+    table: dict[str, TopicConfigData] = {}
+    for name, tc in (obj.get("topicConfigTable") or {}).items():
+        config = TopicConfigData.from_json({"topicName": name, **tc})
+        problem = _numbers_problem(config)
+        if problem is not None:
+            log.error("topic %s in %s dropped: %s", name, source, problem)
+            continue
+        table[name] = config
+    return table
+
+
 class TopicConfigManager:
     def __init__(
         self,
@@ -114,15 +129,21 @@ class TopicConfigManager:
     def _load(self) -> None:
         def parse(obj: dict[str, Any]) -> None:
             self.data_version = DataVersion.from_json(obj.get("dataVersion"))
-            for name, tc in (obj.get("topicConfigTable") or {}).items():
-                config = TopicConfigData.from_json({"topicName": name, **tc})
-                problem = _numbers_problem(config)  # names: the broker's own may be any text
-                if problem is not None:  # it could never be written back: drop it, loudly
-                    log.error("topic %s in %s dropped: %s", name, self.file.path, problem)
-                    continue
-                self.table[name] = config
+            self.table.update(_parse_table(obj, str(self.file.path)))
 
         load_json_table(self.file.path, parse, log)
+
+    def replace_from_master(self, obj: dict[str, Any], master: str) -> bool:
+        """A slave's copy of its master's GET_ALL_TOPIC_CONFIG answer (RocketMQ
+        SlaveSynchronize.syncTopicConfig): the whole table and its version replace ours when
+        the versions differ.  True when they did (the file is then written soon)."""
+        version = DataVersion.from_json(obj.get("dataVersion"))
+        if version == self.data_version:
+            return False
+        self.table = _parse_table(obj, f"the topic table of master {master}")
+        self.data_version = version
+        self.file.changed()
+        return True
 
     def encode(self) -> bytes:
         return orjson.dumps(

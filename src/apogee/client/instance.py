@@ -335,9 +335,13 @@ class ClientInstance:
     def master_addr(self, broker_name: str) -> str | None:
         return self.route_table.master_addr(broker_name)
 
-    def broker_addr_in_subscribe(self, broker_name: str, broker_id: int = c.MASTER_ID) -> str | None:
-        """The broker's address of ``broker_id``, else any of its addresses."""
+    def broker_addr_in_subscribe(self, broker_name: str, broker_id: int = c.MASTER_ID) -> tuple[str, bool] | None:
+        """Where to pull when ``broker_id`` is suggested: (address, is a slave) (``routes.subscribe_addr``)."""
         return self.route_table.broker_addr_in_subscribe(broker_name, broker_id)
+
+    async def find_read_addr(self, broker_name: str, topic: str | None = None) -> str:
+        """The master's address, else a slave's, for reads of broker state (``routes.read_addr``)."""
+        return await self.route_table.find_read_addr(broker_name, topic)
 
     async def find_master_addr(self, broker_name: str, topic: str | None = None) -> str:
         """The master address, refreshing ``topic``'s route once if it is unknown."""

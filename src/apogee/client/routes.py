@@ -82,6 +82,35 @@ def subscribe_queues(topic: str, route: TopicRouteData) -> set[MessageQueue]:
     }
 
 
+def subscribe_addr(addrs: dict[int, str], broker_id: int) -> tuple[str, bool] | None:
+    """Where to pull from (RocketMQ ``findBrokerAddressInSubscribe(name, id, false)``): the
+    address of ``broker_id``; for a slave id, else the next id; else any address of the
+    broker (the lowest id: the master when it is there).  With whether it is a slave, so the
+    pull leaves its commit offset out.  None when the broker has no address at all.
+
+    This is how a consumer keeps reading from a slave while its master is gone (the route
+    lists the slave only), and returns to the master once the route names it again."""
+    addr = addrs.get(broker_id)
+    slave = broker_id != c.MASTER_ID
+    if addr is None and slave:
+        addr = addrs.get(broker_id + 1)
+    if addr is None:
+        if not addrs:
+            return None
+        first = min(addrs)
+        addr, slave = addrs[first], first != c.MASTER_ID
+    return addr, slave
+
+
+def read_addr(addrs: dict[int, str]) -> str | None:
+    """Where to read a broker's state from (consumer offsets, queue bounds, lookups,
+    statistics): its master, else one of its slaves (RocketMQ ``findBrokerAddressInAdmin``;
+    RemoteBrokerOffsetStore asks ``findBrokerAddressInSubscribe(name, MASTER_ID, ...)``, the
+    same rule).  Writes (sends, locks, topic changes) go to the master only."""
+    found = subscribe_addr(addrs, c.MASTER_ID)
+    return found[0] if found is not None else None
+
+
 def borrowed_route(base: TopicRouteData, default_queue_nums: int) -> TopicRouteData:
     """The route a topic unknown to the NameServer borrows from the default topic: the same
     brokers, at most ``default_queue_nums`` queues each, without the inherit bit."""
@@ -229,12 +258,22 @@ class TopicRoutes:
         table = self.broker_addrs.get(broker_name)
         return table.get(c.MASTER_ID) if table else None
 
-    def broker_addr_in_subscribe(self, broker_name: str, broker_id: int = c.MASTER_ID) -> str | None:
-        """The broker's address of ``broker_id``, else any of its addresses."""
+    def broker_addr_in_subscribe(self, broker_name: str, broker_id: int = c.MASTER_ID) -> tuple[str, bool] | None:
+        """Where to pull ``broker_name``'s queues from when ``broker_id`` is suggested
+        (``subscribe_addr``): (address, is a slave), or None when the broker is unknown."""
         table = self.broker_addrs.get(broker_name)
-        if not table:
-            return None
-        return table.get(broker_id) or next(iter(table.values()))
+        return subscribe_addr(table, broker_id) if table else None
+
+    async def find_read_addr(self, broker_name: str, topic: str | None = None) -> str:
+        """The master's address, else a slave's (``read_addr``), refreshing ``topic``'s route
+        once if the broker has none."""
+        addr = read_addr(self.broker_addrs.get(broker_name) or {})
+        if addr is None and topic is not None:
+            await self.update(topic)
+            addr = read_addr(self.broker_addrs.get(broker_name) or {})
+        if addr is None:
+            raise NoRouteError(f"broker {broker_name!r} has no known address")
+        return addr
 
     async def find_master_addr(self, broker_name: str, topic: str | None = None) -> str:
         """The master address, refreshing ``topic``'s route once if it is unknown."""
@@ -255,7 +294,7 @@ class TopicRoutes:
         if route is None or not route.broker_datas:
             raise NoRouteError(f"no broker serves topic {topic!r}")
         bd = random.choice(route.broker_datas)
-        addr = bd.master_addr() or next(iter(bd.broker_addrs.values()), None)
+        addr = read_addr(bd.broker_addrs)
         if addr is None:
             raise NoRouteError(f"broker {bd.broker_name} of topic {topic!r} has no address")
         return addr

@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 
 from apogee.client.api import ClientAPI, check
 from apogee.client.instance import subscribe_queues
+from apogee.client.routes import read_addr
 from apogee.common import constants as c
 from apogee.common import validators
 from apogee.common.lenient_json import loads
@@ -162,15 +163,12 @@ class Cluster:
         return sorted(t for t in await self.topic_list() if not is_system_topic(t) and regex.fullmatch(t))
 
     async def queues(self, topics: Iterable[str]) -> dict[QueueKey, str]:
-        """Every readable queue of ``topics`` with the address to read it from (the master
-        when there is one).  Unknown topics raise."""
+        """Every readable queue of ``topics`` with the address to read it from: the master,
+        else (the master gone) a slave (``client.routes.read_addr``).  Unknown topics raise."""
         out: dict[QueueKey, str] = {}
         routes = await asyncio.gather(*(self.route(t) for t in topics))
         for topic, route in zip(topics, routes, strict=True):
-            addrs = {
-                bd.broker_name: bd.master_addr() or next(iter(bd.broker_addrs.values()), None)
-                for bd in route.broker_datas
-            }
+            addrs = {bd.broker_name: read_addr(bd.broker_addrs) for bd in route.broker_datas}
             for mq in subscribe_queues(topic, route):
                 addr = addrs.get(mq.broker_name)
                 if addr:
@@ -181,7 +179,7 @@ class Cluster:
         route = self.routes.get(topic) or await self.route(topic)
         for bd in route.broker_datas:
             if bd.broker_name == broker:
-                addr = bd.master_addr() or next(iter(bd.broker_addrs.values()), None)
+                addr = read_addr(bd.broker_addrs)
                 if addr:
                     return addr
         raise ApogeeSparkError(f"broker {broker!r} of topic {topic!r} is not in the route")

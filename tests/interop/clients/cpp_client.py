@@ -4,9 +4,9 @@ Runs inside its own virtual environment (``.venv-interop``): its import name ``r
 clashes with other packages, so the tests call this file as a subprocess.  Every result is
 one JSON line on stdout; the tests parse them.
 
-    produce  NS TOPIC --count N --mode sync|async|oneway|orderly|batch [--tags T] [--keys-prefix K]
+    produce  NS TOPIC --count N --mode sync|async|oneway|orderly|batch [--batch-size B] [--tags T] [--keys-prefix K]
              [--delay-level L] [--prop k=v] [--body-size B]
-    consume  NS TOPIC GROUP --expect N [--tags EXPR] [--orderly] [--broadcast] [--fail-first]
+    consume  NS TOPIC GROUP --expect N|--expect-file F [--tags EXPR] [--orderly] [--broadcast] [--fail-first]
              [--timeout S] [--instance NAME]
     pull     NS TOPIC GROUP --expect N [--timeout S]
     bench-send     NS TOPIC --count N --mode sync|async [--body-size B] [--warmup N]   (one summary line)
@@ -91,10 +91,13 @@ def produce(args) -> None:
     producer.start()
     done = threading.Semaphore(0)
     try:
-        if args.mode == "batch":
-            msgs = [build(args.topic, i, args) for i in range(args.count)]
-            result = producer.send_batch(msgs)
-            emit(event="sent", mode="batch", status=int(result.status), msg_id=result.msg_id, offset=result.offset)
+        if args.mode == "batch":  # --batch-size messages per request (all of them by default)
+            size = args.batch_size or args.count
+            for start in range(0, args.count, size):
+                msgs = [build(args.topic, i, args) for i in range(start, min(start + size, args.count))]
+                result = producer.send_batch(msgs)
+                emit(event="sent", mode="batch", count=len(msgs), status=int(result.status), msg_id=result.msg_id,
+                     offset=result.offset)
             return
         for i in range(args.count):
             msg = build(args.topic, i, args)
@@ -159,7 +162,15 @@ def consume(args) -> None:
     try:
         while time.time() < deadline:
             with lock:
-                if len(seen) >= args.expect:
+                if args.expect_file:  # the count is known later (failover): distinct keys
+                    try:
+                        with open(args.expect_file) as f:
+                            wanted = int(f.read().strip() or "-1")
+                    except (OSError, ValueError):
+                        wanted = -1
+                    if 0 <= wanted <= len({m["keys"] for m in seen}):
+                        break
+                elif len(seen) >= args.expect:
                     break
             time.sleep(0.05)
         # Linger a little so late duplicates or unwanted tags would show up.
@@ -272,12 +283,14 @@ def main() -> None:
     p.add_argument("--prop", action="append")
     p.add_argument("--body-size", type=int, default=0)
     p.add_argument("--shards", type=int, default=4)
+    p.add_argument("--batch-size", type=int, default=0)
     p.add_argument("--send-timeout-ms", type=int, default=5000)
     c = sub.add_parser("consume")
     c.add_argument("namesrv")
     c.add_argument("topic")
     c.add_argument("group")
-    c.add_argument("--expect", type=int, required=True)
+    c.add_argument("--expect", type=int, default=0)
+    c.add_argument("--expect-file", default="", help="stop at the distinct keys this file counts, once written")
     c.add_argument("--tags", default="*")
     c.add_argument("--orderly", action="store_true")
     c.add_argument("--broadcast", action="store_true")

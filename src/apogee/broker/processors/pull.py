@@ -6,7 +6,8 @@ carries the SUSPEND flag is held by ``PullRequestHoldService`` and re-executed a
 the queue grows or the client's suspend timeout passes.
 
 Every response carries ``suggestWhichBrokerId``, ``nextBeginOffset``, ``minOffset`` and
-``maxOffset`` as strings: the C++ client keeps 0 for anything missing and then loops.
+``maxOffset`` as strings: the C++ client keeps 0 for anything missing and then loops.  The
+suggestion and what a slave answers differently follow ``broker.pull_rules``.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from apogee.broker.clients import ClientManager
 from apogee.broker.config import BrokerAddress, BrokerConfig
 from apogee.broker.long_polling import PullRequestHoldService
 from apogee.broker.offsets import ConsumerOffsetManager
+from apogee.broker.pull_rules import slave_corrects_offset, stores_commit_offset, suggest_broker_id
 from apogee.broker.stats import BrokerStats
 from apogee.broker.subscriptions import SubscriptionGroupManager
 from apogee.broker.topics import TopicConfigManager
@@ -53,6 +55,14 @@ def filter_from_codes(sub_string: str, code_set: list[int], expression_type: str
     return subscription_filter(expression_type, sub_string)
 
 
+# Outcomes whose nextBeginOffset is a correction (RocketMQ nextOffsetCorrection): a slave
+# without offsetCheckInSlave answers the requested offset instead.
+_CORRECTIONS = frozenset({
+    GetStatus.NO_MESSAGE_IN_QUEUE, GetStatus.OFFSET_TOO_SMALL, GetStatus.OFFSET_OVERFLOW_BADLY,
+    GetStatus.OFFSET_FOUND_NULL, GetStatus.NO_MATCHED_LOGIC_QUEUE,
+})
+
+
 def _not_found(status: GetStatus, offset: int) -> bool:
     """Whether RocketMQ answers this outcome with PULL_NOT_FOUND (the one that is held)."""
     if status in (GetStatus.OFFSET_OVERFLOW_ONE, GetStatus.OFFSET_FOUND_NULL):
@@ -83,6 +93,9 @@ class PullProcessor:
         self._clients = clients
         self._long_polling = long_polling
         self._address = address
+        self._slave_read_enable = config.slave_read_enable
+        self._stores_commit = stores_commit_offset(config.is_slave)
+        self._corrects_offset = slave_corrects_offset(config.is_slave, store.config.offset_check_in_slave)
 
     def register_with(self, dispatcher: RequestDispatcher) -> None:
         dispatcher.register(RequestCode.PULL_MESSAGE, self.pull)
@@ -94,7 +107,7 @@ class PullProcessor:
         if isinstance(prepared, RemotingCommand):
             return prepared
         message_filter = prepared
-        if h.sys_flag & FLAG_COMMIT_OFFSET and h.commit_offset >= 0:
+        if h.sys_flag & FLAG_COMMIT_OFFSET and h.commit_offset >= 0 and self._stores_commit:
             self._offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
         result = self._store.get_message(
             h.consumer_group, h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, message_filter=message_filter
@@ -213,15 +226,35 @@ class PullProcessor:
             code = ResponseCode.PULL_OFFSET_MOVED
         if body is None:
             self._stats.got(h.consumer_group, h.topic, 0, 0)
+        suggest = 0
+        if self._slave_read_enable:
+            group = self._subscriptions.get(h.consumer_group)
+            if group is not None:
+                suggest = suggest_broker_id(
+                    True, result.suggest_pulling_from_slave, group.broker_id, group.which_broker_when_consume_slowly
+                )
         if code == ResponseCode.PULL_OFFSET_MOVED:
-            log.info(
-                "pull offset moved: group %s topic %s queue %d requested %d, next %d (min %d max %d)",
-                h.consumer_group, h.topic, h.queue_id, h.queue_offset,
-                result.next_begin_offset, result.min_offset, result.max_offset,
-            )
+            if self._corrects_offset:
+                log.info(
+                    "pull offset moved: group %s topic %s queue %d requested %d, next %d (min %d max %d)",
+                    h.consumer_group, h.topic, h.queue_id, h.queue_offset,
+                    result.next_begin_offset, result.min_offset, result.max_offset,
+                )
+            else:  # a slave (behind its master, perhaps) does not move the consumer's offset
+                code = ResponseCode.PULL_RETRY_IMMEDIATELY
+                group = self._subscriptions.get(h.consumer_group)
+                suggest = group.broker_id if group is not None else 0
+                log.debug(  # RocketMQ warns; the consumer retries at once, so it would flood the log
+                    "PULL_OFFSET_MOVED: none correction (slave, offsetCheckInSlave=false): group %s topic %s "
+                    "queue %d requested %d (min %d max %d)",
+                    h.consumer_group, h.topic, h.queue_id, h.queue_offset, result.min_offset, result.max_offset,
+                )
+        next_begin = result.next_begin_offset
+        if not self._corrects_offset and status in _CORRECTIONS:
+            next_begin = h.queue_offset
         ext = PullMessageResponseHeader(
-            suggest_which_broker_id=0,
-            next_begin_offset=result.next_begin_offset,
+            suggest_which_broker_id=suggest,
+            next_begin_offset=next_begin,
             min_offset=result.min_offset,
             max_offset=result.max_offset,
         ).encode()

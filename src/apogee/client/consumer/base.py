@@ -279,8 +279,9 @@ class ConsumerBase:
         await self.offset_store.persist_all(owned)
 
     async def _admin_addr(self, mq: MessageQueue) -> str:
+        """Queue bounds and searches are reads: the master, else a slave."""
         instance = self._check_running()
-        return await instance.find_master_addr(mq.broker_name, mq.topic)
+        return await instance.find_read_addr(mq.broker_name, mq.topic)
 
     async def max_offset(self, mq: MessageQueue) -> int:
         """One past the last message of ``mq`` on its broker."""
@@ -360,16 +361,17 @@ class ConsumerBase:
     ) -> PullResult:
         """One PULL_MESSAGE of ``mq`` from ``offset``; long-polls ``suspend_ms`` when > 0."""
         instance = self._check_running()
-        addr = instance.broker_addr_in_subscribe(mq.broker_name, self._suggest.get(mq, c.MASTER_ID))
-        if addr is None:
+        found = instance.broker_addr_in_subscribe(mq.broker_name, self._suggest.get(mq, c.MASTER_ID))
+        if found is None:
             await instance.update_topic_route(mq.topic)
-            addr = instance.broker_addr_in_subscribe(mq.broker_name)
-            if addr is None:
+            found = instance.broker_addr_in_subscribe(mq.broker_name, self._suggest.get(mq, c.MASTER_ID))
+            if found is None:
                 raise NoRouteError(f"broker {mq.broker_name} of {mq} is unknown")
+        addr, slave = found
         sysflag = FLAG_SUBSCRIPTION if self.config.post_subscription_when_pull else 0
         if suspend_ms > 0:
             sysflag |= FLAG_SUSPEND
-        if commit_offset > 0:
+        if commit_offset > 0 and not slave:  # a slave keeps no commit (PullAPIWrapper clears the flag)
             sysflag |= FLAG_COMMIT_OFFSET
         header = PullMessageRequestHeader(
             consumer_group=self.group,

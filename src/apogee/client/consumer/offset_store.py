@@ -79,7 +79,10 @@ class _MemoryTable:
 
 
 class RemoteBrokerOffsetStore(_MemoryTable):
-    """Clustering: the group's offsets live on the broker of each queue."""
+    """Clustering: the group's offsets live on the broker of each queue: its master, else
+    (the master gone) a slave, as RocketMQ's RemoteBrokerOffsetStore does.  A slave keeps
+    what it is sent until its master is back and its next copy of the master's offsets
+    replaces them (docs/replication.md, "Reading from slaves")."""
 
     def __init__(self, instance: ClientInstance, group: str) -> None:
         super().__init__()
@@ -95,7 +98,7 @@ class RemoteBrokerOffsetStore(_MemoryTable):
             if offset is not None or how is ReadOffsetType.MEMORY:
                 return OFFSET_NOT_FOUND if offset is None else offset
         try:
-            addr = await self.instance.find_master_addr(mq.broker_name, mq.topic)
+            addr = await self.instance.find_read_addr(mq.broker_name, mq.topic)
             offset = await self.instance.api.query_consumer_offset(addr, self.group, mq.topic, mq.queue_id)
         except QueryNotFoundError:
             return OFFSET_NOT_FOUND
@@ -110,7 +113,7 @@ class RemoteBrokerOffsetStore(_MemoryTable):
         offset = self._offsets.get(mq)
         if offset is None:
             return
-        addr = await self.instance.find_master_addr(mq.broker_name, mq.topic)
+        addr = await self.instance.find_read_addr(mq.broker_name, mq.topic)
         await self.instance.api.update_consumer_offset(addr, self.group, mq.topic, mq.queue_id, offset)
         if self._offsets.get(mq) == offset:
             self._dirty.discard(mq)
