@@ -149,6 +149,7 @@ def fields_frame(
 # reads.c
 def collect_records(
     entries: _Readable,
+    max_units: int,
     file: _Readable,
     file_start: int,
     file_wrote: int,
@@ -160,4 +161,4 @@ def collect_records(
     low_phys: int,
     codes: set[int] | frozenset[int] | None,
     /,
-) -> tuple[bytes, list[int], int, int] | None: ...
+) -> tuple[memoryview, list[int], int, int] | None: ...

@@ -293,14 +293,14 @@ def test_collect_records_against_the_loop(pull: tuple[Any, ...]) -> None:
 
 
 @fuzz
-@given(st.binary(max_size=240), st.binary(max_size=300), st.lists(st.sampled_from(INTERESTING), min_size=9,
-                                                                    max_size=9),
+@given(st.binary(max_size=240), st.binary(max_size=300), st.lists(st.sampled_from(INTERESTING), min_size=10,
+                                                                    max_size=10),
        st.sampled_from([None, {1}, frozenset({0, -1}), {2**63}, {True}]))
 def test_collect_records_on_random_entries(entries: bytes, file: bytes, numbers: list[int], codes: Any) -> None:
     """Any entries and limits: an answer whose records are slices of the file, or None."""
-    start, wrote, first, max_msgs, max_total, max_bytes, max_count, low, _ = numbers
+    units, start, wrote, first, max_msgs, max_total, max_bytes, max_count, low, _ = numbers
     with contextlib.suppress(OverflowError):
-        done = native.collect_records(entries, file, start, wrote, first, max_msgs, max_total, max_bytes,
+        done = native.collect_records(entries, units, file, start, wrote, first, max_msgs, max_total, max_bytes,
                                       max_count, low, codes)
         if done is not None:
             body, offsets, consumed, _last = done

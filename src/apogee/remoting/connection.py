@@ -44,7 +44,10 @@ _PACE = 64 * 1024
 
 
 def _nbytes(parts: list[Buffer]) -> int:
-    return sum(part.nbytes if part.__class__ is memoryview else len(part) for part in parts)
+    size = 0
+    for part in parts:  # a loop, not sum() of a generator: half the cost for a frame's 2-3 parts
+        size += part.nbytes if part.__class__ is memoryview else len(part)
+    return size
 
 
 class Dispatcher(Protocol):

@@ -684,7 +684,7 @@ class MessageStore:
         }
 
 
-def _touch_pages(buffers: list[memoryview | bytes]) -> None:
+def _touch_pages(buffers: list[memoryview]) -> None:
     """Read one byte per page so the pages are resident.  Blocking."""
     for buf in buffers:
         for pos in range(0, len(buf), 4096):

@@ -145,7 +145,7 @@ class StoreReader:
 
         ``native.collect_records`` does the same for the usual pull (no SQL92 filter, every
         record in one CommitLog file and in memory, no bad entry) and copies the records into
-        one ``bytes``: no per-message Python object at all.  It declines anything else, and
+        one buffer (a memoryview, as the slices are): no per-message Python object at all.  It declines anything else, and
         this loop, the specification, decides.
         """
         if native is not None and (message_filter is None or message_filter.__class__ is TagCodeFilter):
@@ -237,8 +237,7 @@ class StoreReader:
     def _collect_native(self, result: GetResult, buf: memoryview, offset: int, max_msg_nums: int,
                         max_total_bytes: int, message_filter: TagCodeFilter | None) -> bool:
         """``_collect`` by ``native.collect_records``; False when it declines."""
-        nbytes = min(len(buf), self._scan_entries(max_msg_nums) * CQ_UNIT_SIZE)
-        if nbytes < CQ_UNIT_SIZE:
+        if len(buf) < CQ_UNIT_SIZE:
             return False
         clog = self.commitlog
         mf = clog.mfq.find(_phys_at(buf, 0)[0])
@@ -248,7 +247,7 @@ class StoreReader:
         max_phy = clog.max_offset
         memory_limit = self.memory_limit
         done = native.collect_records(  # type: ignore[union-attr]  # the caller checked native
-            buf[:nbytes], mf.view, mf.start, mf.wrote, offset, max_msg_nums, max_total_bytes,
+            buf, self._scan_entries(max_msg_nums), mf.view, mf.start, mf.wrote, offset, max_msg_nums, max_total_bytes,
             cfg.max_transfer_bytes_on_message_in_memory, cfg.max_transfer_count_on_message_in_memory,
             max(clog.min_offset, max_phy - memory_limit),  # older is removed or on disk: declined
             message_filter.codes if message_filter is not None else None,

@@ -129,9 +129,9 @@ class GetResult:
     """Messages of one queue from one offset, as slices of the mapped CommitLog.
 
     ``buffers`` hold the stored records of ``queue_offsets``, in order, back to back: records
-    stored contiguously share one slice, or all of them are one ``bytes`` copied by the C fast
-    path (``StoreReader._collect``).  Hand them to the transport unchanged and drop them after
-    (a live slice pins its file).
+    stored contiguously share one slice, or all of them are one copy made by the C fast path
+    (``StoreReader._collect``).  Hand them to the transport unchanged and drop them after (a
+    live slice pins its file).
     """
 
     __slots__ = (
@@ -141,7 +141,7 @@ class GetResult:
 
     def __init__(self, status: GetStatus = GetStatus.NO_MESSAGE_IN_QUEUE) -> None:
         self.status = status
-        self.buffers: list[memoryview | bytes] = []
+        self.buffers: list[memoryview] = []
         self.queue_offsets: list[int] = []
         self.next_begin_offset = 0
         self.min_offset = 0
@@ -156,8 +156,7 @@ class GetResult:
     def release(self) -> None:
         """Release the slices now (else garbage collection does), letting files be unmapped."""
         for buf in self.buffers:
-            if isinstance(buf, memoryview):
-                buf.release()
+            buf.release()
         self.buffers.clear()
         self.queue_offsets.clear()
 

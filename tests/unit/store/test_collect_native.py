@@ -169,7 +169,7 @@ def test_what_it_declines() -> None:
     f = bytes(100)
     unit = _UNIT.pack(10, 5, 1)
     call = native.collect_records  # type: ignore[union-attr]
-    ok = (unit, f, 0, 100, 0, 32, 1 << 62, 1 << 20, 32, 0, None)
+    ok = (unit, 800, f, 0, 100, 0, 32, 1 << 62, 1 << 20, 32, 0, None)
     assert call(*ok) == (bytes(5), [0], 1, 10)
 
     def with_(i: int, v: Any) -> tuple[Any, ...]:
@@ -179,13 +179,17 @@ def test_what_it_declines() -> None:
         with_(0, b""),  # no whole unit
         with_(0, _UNIT.pack(10, 0, 1)),  # a hole
         with_(0, _UNIT.pack(96, 5, 1)),  # past the written bytes
-        with_(3, 14),  # written only up to 14
-        with_(2, 11),  # the file starts after the record
-        with_(9, 11),  # older than the low mark (expired, or on disk)
-        with_(10, {1.0}),  # not ints
-        with_(10, set(range(65))),  # too many codes
-        with_(10, [1]),  # not a set
-        with_(3, 101),  # more written than the buffer holds
+        with_(4, 14),  # written only up to 14
+        with_(3, 11),  # the file starts after the record
+        with_(10, 11),  # older than the low mark (expired, or on disk)
+        with_(11, {1.0}),  # not ints
+        with_(11, set(range(65))),  # too many codes
+        with_(11, [1]),  # not a set
+        with_(4, 101),  # more written than the buffer holds
     ):
         assert call(*declined) is None, declined
-    assert call(*with_(10, {2})) == (b"", [], 1, 10)  # filtered out: nothing, all consumed
+    assert call(*with_(11, {2})) == (b"", [], 1, 10)  # filtered out: nothing, all consumed
+    three = with_(0, unit * 3)
+    assert call(*three)[2] == 3
+    assert call(*three[:1], 2, *three[2:])[2] == 2  # max_units at most
+    assert call(*with_(1, 0)) is None

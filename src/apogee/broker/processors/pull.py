@@ -39,6 +39,9 @@ from apogee.store.results import GetResult, GetStatus, MessageFilter, TagCodeFil
 
 log = logging.getLogger("apogee.broker.pull")
 
+# PullMessageResponseHeader's wire keys, in field order: every answer writes its dict directly.
+_SUGGEST_KEY, _NEXT_KEY, _MIN_KEY, _MAX_KEY = (key for _attr, key, _kind, _req in PullMessageResponseHeader._fields())
+
 def subscription_filter(expression_type: str | None, expression: str | None) -> MessageFilter:
     """The broker-side filter of a subscription (compiled once; SQL92 compilations are cached).
 
@@ -201,7 +204,8 @@ class PullProcessor:
         body = None
         if status is GetStatus.FOUND:
             code = ResponseCode.SUCCESS
-            body = result.buffers
+            buffers = result.buffers
+            body = buffers[0] if len(buffers) == 1 else buffers  # one buffer: the C path's copy
             self._stats.got(h.consumer_group, h.topic, len(result.queue_offsets), result.buffer_total_size)
         elif status in (GetStatus.NO_MATCHED_MESSAGE, GetStatus.MESSAGE_WAS_REMOVING):
             code = ResponseCode.PULL_RETRY_IMMEDIATELY
@@ -219,10 +223,10 @@ class PullProcessor:
                 h.consumer_group, h.topic, h.queue_id, h.queue_offset,
                 result.next_begin_offset, result.min_offset, result.max_offset,
             )
-        ext = PullMessageResponseHeader(
-            suggest_which_broker_id=0,
-            next_begin_offset=result.next_begin_offset,
-            min_offset=result.min_offset,
-            max_offset=result.max_offset,
-        ).encode()
+        ext = {  # PullMessageResponseHeader(...).encode(), without building the header object
+            _SUGGEST_KEY: "0",
+            _NEXT_KEY: str(result.next_begin_offset),
+            _MIN_KEY: str(result.min_offset),
+            _MAX_KEY: str(result.max_offset),
+        }
         return req.response(code, None, ext_fields=ext, body=body)
