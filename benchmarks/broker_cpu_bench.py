@@ -14,13 +14,17 @@ own CPU:
 * ``pull``   PULL_MESSAGE of 32 messages pipelined across 8 queues of a backlog (the Java
              push consumer's header: sysFlag COMMIT_OFFSET|SUSPEND, no subscription in the
              pull, the subscription given by a HEART_BEAT on the same connection);
-* ``send1``, ``pull1``  the same one at a time on one connection, for reference.
+* ``send1``, ``pull1``  the same one at a time on one connection, for reference;
+* ``cpp``    with --cpp N: N async sends (1 KiB) by the Apache RocketMQ C++ client
+             (rocketmq==0.4.4 in .venv-interop, `make interop`), its rate and the broker's CPU
+             per message beside the raw generator's (the client's startup and route lookups
+             included, so run enough messages).
 
 With several --src trees (e.g. a worktree of an older commit) one broker runs from each and
 the workloads alternate between them in every run, so old and new code see the same load.
 Prints medians of --runs runs and the load average the runs saw.
 
-Run: .venv/bin/python benchmarks/broker_cpu_bench.py [--runs 5] [--sends 60000] [--pulls 6000]
+Run: .venv/bin/python benchmarks/broker_cpu_bench.py [--runs 5] [--sends 60000] [--pulls 6000] [--cpp 50000]
      .venv/bin/python benchmarks/broker_cpu_bench.py --src ../brokercpu-old/src --src src
 """
 
@@ -287,6 +291,30 @@ def run_generator(broker: ServerProcess, kind: str, count: int, connections: int
             "gen_us": out["cpu"] / count * 1e6, "bytes": out["bytes"] / count}
 
 
+CPP_PYTHON = ROOT / ".venv-interop" / "bin" / "python"
+CPP_CLIENT = ROOT / "tests" / "interop" / "clients" / "cpp_client.py"
+
+
+def run_cpp(namesrv: ServerProcess, broker: ServerProcess, count: int) -> dict[str, float]:
+    """The C++ client's pipelined (async) single sends, through the NameServer's route."""
+    c0, l0 = cpu_seconds(broker.pid)
+    t0 = time.perf_counter()
+    out = subprocess.run(
+        [str(CPP_PYTHON), str(CPP_CLIENT), "bench-send", namesrv.addr, SEND_TOPIC, "--count", str(count),
+         "--mode", "async", "--body-size", str(len(BODY)), "--warmup", "100"],
+        capture_output=True, text=True, timeout=600,
+    )
+    wall = time.perf_counter() - t0
+    c1, l1 = cpu_seconds(broker.pid)
+    lines = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+    summary = next((x for x in lines if x.get("event") == "bench"), None)
+    if summary is None or summary["errors"]:
+        raise RuntimeError(f"the C++ client failed: {out.stdout[-500:]} {out.stderr[-500:]}")
+    n = count + 100
+    return {"rate": summary["rate"], "broker_us": (c1 - c0) / n * 1e6, "broker_pct": (c1 - c0) / wall * 100,
+            "loop_us": (l1 - l0) / n * 1e6, "gen_us": float("nan"), "bytes": float("nan")}
+
+
 def call(broker: ServerProcess, frame: bytes) -> None:
     """One setup request; its answer must be SUCCESS."""
     with socket.create_connection((broker.host, broker.port)) as sock:
@@ -317,6 +345,8 @@ def main() -> None:
     parser.add_argument("--inflight", type=int, default=256, help="sends in flight, over all connections")
     parser.add_argument("--pull-inflight", type=int, default=32, help="pulls in flight, over all connections")
     parser.add_argument("--workloads", default="send,pull,send1,pull1")
+    parser.add_argument("--cpp", type=int, default=0, metavar="N",
+                        help="also N async sends by the C++ client (needs .venv-interop)")
     parser.add_argument("--src", action="append", help="run a broker from this source tree (repeat to compare)")
     parser.add_argument("--flush", default="ASYNC_FLUSH", choices=["ASYNC_FLUSH", "SYNC_FLUSH"])
     args = parser.parse_args()
@@ -330,14 +360,16 @@ def main() -> None:
         "send1": (args.serial, 1, 1),
         "pull1": (args.serial, 1, 1),
     }
-    chosen = [w for w in args.workloads.split(",") if w]
+    chosen = [w for w in args.workloads.split(",") if w] + (["cpp"] if args.cpp else [])
     results: dict[tuple[str, str], list[dict[str, float]]] = {}
     loads = [os.getloadavg()[0]]
     with tempfile.TemporaryDirectory() as tmp:
-        namesrv = start_namesrv(Path(tmp) / "ns")
+        namesrvs: list[ServerProcess] = []  # one per broker: a client's route names one broker
         brokers: list[ServerProcess] = []
         try:
             for n, src in enumerate(srcs):
+                namesrv = start_namesrv(Path(tmp) / f"ns{n}")
+                namesrvs.append(namesrv)
                 conf = Path(tmp) / f"broker{n}.conf"
                 conf.write_text(f"flushDiskType={args.flush}\nbrokerName=cpu{n}\n")
                 broker = ServerProcess(
@@ -352,19 +384,20 @@ def main() -> None:
                 print(f"broker {n}: {label(src)} ({src}), pid {broker.pid}, {args.flush}")
             for run in range(args.runs):
                 for kind in chosen:
-                    for src, broker in zip(srcs, brokers, strict=True):
-                        count, nconn, window = workloads[kind]
-                        r = run_generator(broker, kind, count, nconn, window)
+                    for src, broker, namesrv in zip(srcs, brokers, namesrvs, strict=True):
+                        if kind == "cpp":
+                            r = run_cpp(namesrv, broker, args.cpp)
+                        else:
+                            count, nconn, window = workloads[kind]
+                            r = run_generator(broker, kind, count, nconn, window)
                         results.setdefault((kind, src), []).append(r)
                         loads.append(os.getloadavg()[0])
                         print(f"  run {run + 1} {kind:5} {label(src):9} {r['rate']:9,.0f} req/s  broker "
                               f"{r['broker_us']:6.1f} µs/req (loop {r['loop_us']:5.1f}; {r['broker_pct']:3.0f} % CPU)  "
-                              f"generator "
-                              f"{r['gen_us']:5.1f} µs/req", flush=True)
+                              f"generator {r['gen_us']:5.1f} µs/req", flush=True)
         finally:
-            for broker in brokers:
-                broker.close()
-            namesrv.close()
+            for server in (*brokers, *namesrvs):
+                server.close()
     print(f"\nmedians of {args.runs} runs (load average 1 min during the runs: {min(loads):.1f}-{max(loads):.1f}, "
           f"{os.cpu_count()} cores)")
     print(f"{'workload':8} {'broker':10} {'req/s':>9} {'broker µs/req':>14} {'loop thread':>11} {'broker CPU':>10} "
@@ -376,8 +409,10 @@ def main() -> None:
             def med(key: str, rs: list[dict[str, float]] = rs) -> float:
                 return statistics.median(r[key] for r in rs)
 
+            gen = "-" if kind == "cpp" else f"{med('gen_us'):.1f}"
+            size = "-" if kind == "cpp" else f"{med('bytes'):,.0f}"
             print(f"{kind:8} {label(src):10} {med('rate'):9,.0f} {med('broker_us'):14.1f} {med('loop_us'):11.1f} "
-                  f"{med('broker_pct'):9.0f}% {med('gen_us'):17.1f} {med('bytes'):12,.0f}")
+                  f"{med('broker_pct'):9.0f}% {gen:>17} {size:>12}")
 
 
 def _fill_backlog(broker: ServerProcess) -> None:

@@ -33,8 +33,8 @@ from apogee.remoting.command import RemotingCommand
 from apogee.remoting.headers.send import SendMessageRequestHeaderV2
 from apogee.store.index_file import IndexFile
 from tests.unit.common.test_accel import _broker_rewrite, _scan_reference
-from tests.unit.store.test_collect_native import check_against_the_loop, pulls
 from tests.unit.remoting.test_native_frames import assert_same, frame, header_docs
+from tests.unit.store.test_collect_native import check_against_the_loop, pulls
 
 pytestmark = pytest.mark.skipif(native is None, reason="apogee._native is not built")
 

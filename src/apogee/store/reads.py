@@ -145,12 +145,15 @@ class StoreReader:
 
         ``native.collect_records`` does the same for the usual pull (no SQL92 filter, every
         record in one CommitLog file and in memory, no bad entry) and copies the records into
-        one buffer (a memoryview, as the slices are): no per-message Python object at all.  It declines anything else, and
-        this loop, the specification, decides.
+        one buffer (a memoryview, as the slices are): no per-message Python object at all.  It
+        declines anything else, and this loop, the specification, decides.
         """
-        if native is not None and (message_filter is None or message_filter.__class__ is TagCodeFilter):
-            if self._collect_native(result, buf, offset, max_msg_nums, max_total_bytes, message_filter):
-                return
+        if (
+            native is not None
+            and (message_filter is None or message_filter.__class__ is TagCodeFilter)
+            and self._collect_native(result, buf, offset, max_msg_nums, max_total_bytes, message_filter)
+        ):
+            return
         clog = self.commitlog
         clog_min = clog.min_offset
         cfg = self.config
@@ -246,7 +249,7 @@ class StoreReader:
         cfg = self.config
         max_phy = clog.max_offset
         memory_limit = self.memory_limit
-        done = native.collect_records(  # type: ignore[union-attr]  # the caller checked native
+        done = native.collect_records(  # the caller checked native
             buf, self._scan_entries(max_msg_nums), mf.view, mf.start, mf.wrote, offset, max_msg_nums, max_total_bytes,
             cfg.max_transfer_bytes_on_message_in_memory, cfg.max_transfer_count_on_message_in_memory,
             max(clog.min_offset, max_phy - memory_limit),  # older is removed or on disk: declined
