@@ -145,3 +145,20 @@ def fields_frame(
     body: bytes | None,
     /,
 ) -> bytes | None: ...
+
+# reads.c
+def collect_records(
+    entries: _Readable,
+    max_units: int,
+    file: _Readable,
+    file_start: int,
+    file_wrote: int,
+    first_offset: int,
+    max_msg_nums: int,
+    max_total_bytes: int,
+    max_bytes: int,
+    max_count: int,
+    low_phys: int,
+    codes: set[int] | frozenset[int] | None,
+    /,
+) -> tuple[memoryview, list[int], int, int] | None: ...

@@ -351,6 +351,8 @@ VALID_CALLS: dict[str, tuple[Any, ...]] = {
     "decode_frames": (_FRAME, 1 << 20, RemotingCommand, header_json.LANGUAGE_BY_NAME, LanguageCode.OTHER),
     "json_frame_head": (1, 9, 1, 1, 0, None, {"a": "b"}, 0, header_json.LANGUAGE_NAMES),
     "fields_frame": (1, 2, 0, "PYTHON", 1, ("a",), ("b",), b"x"),
+    "collect_records": (struct.pack(">qiq", 10, 5, 1) * 2, 800, bytes(100), 0, 100, 0, 32, 1 << 62, 1 << 20, 32, 0,
+                        {1}),
 }
 
 odd_values = st.one_of(

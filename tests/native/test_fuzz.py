@@ -34,6 +34,7 @@ from apogee.remoting.headers.send import SendMessageRequestHeaderV2
 from apogee.store.index_file import IndexFile
 from tests.unit.common.test_accel import _broker_rewrite, _scan_reference
 from tests.unit.remoting.test_native_frames import assert_same, frame, header_docs
+from tests.unit.store.test_collect_native import check_against_the_loop, pulls
 
 pytestmark = pytest.mark.skipif(native is None, reason="apogee._native is not built")
 
@@ -280,3 +281,28 @@ def test_index_put(slots: int, num: int, messages: list[tuple[int, list[int]]], 
         assert got[1] == want[1]
     assert got[0] == want[0]
     assert mm_c[40:] == mm_py[40:]
+
+
+# --- pulls: ConsumeQueue entries -> records -----------------------------------------------------
+
+
+@fuzz
+@given(pulls)
+def test_collect_records_against_the_loop(pull: tuple[Any, ...]) -> None:
+    check_against_the_loop(pull)
+
+
+@fuzz
+@given(st.binary(max_size=240), st.binary(max_size=300), st.lists(st.sampled_from(INTERESTING), min_size=10,
+                                                                    max_size=10),
+       st.sampled_from([None, {1}, frozenset({0, -1}), {2**63}, {True}]))
+def test_collect_records_on_random_entries(entries: bytes, file: bytes, numbers: list[int], codes: Any) -> None:
+    """Any entries and limits: an answer whose records are slices of the file, or None."""
+    units, start, wrote, first, max_msgs, max_total, max_bytes, max_count, low, _ = numbers
+    with contextlib.suppress(OverflowError):
+        done = native.collect_records(entries, units, file, start, wrote, first, max_msgs, max_total, max_bytes,
+                                      max_count, low, codes)
+        if done is not None:
+            body, offsets, consumed, _last = done
+            assert 0 <= consumed <= len(entries) // 20 and len(offsets) <= consumed
+            assert len(body) <= len(offsets) * len(file)

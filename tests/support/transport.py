@@ -15,6 +15,10 @@ class RecordingTransport:
     def write(self, data: bytes) -> None:
         self.writes.append(bytes(data))
 
+    def writelines(self, parts: list[bytes | memoryview]) -> None:
+        """One write of all the parts (uvloop issues a single writev())."""
+        self.writes.append(b"".join(parts))
+
     def is_closing(self) -> bool:
         return False
 

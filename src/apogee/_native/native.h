@@ -108,5 +108,6 @@ extern PyMethodDef apogee_hashes_methods[];
 extern PyMethodDef apogee_records_methods[];
 extern PyMethodDef apogee_client_methods[];
 extern PyMethodDef apogee_frames_methods[];
+extern PyMethodDef apogee_reads_methods[];
 
 #endif

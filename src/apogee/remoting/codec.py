@@ -36,7 +36,7 @@ def _body_parts(body: object) -> tuple[list[Buffer], int]:
     if body is None:
         return [], 0
     if isinstance(body, (bytes, bytearray, memoryview)):
-        return [body], memoryview(body).nbytes if isinstance(body, memoryview) else len(body)
+        return [body], body.nbytes if isinstance(body, memoryview) else len(body)
     parts = list(body)  # type: ignore[call-overload]
     size = 0
     for part in parts:
@@ -53,6 +53,8 @@ def encode(cmd: RemotingCommand) -> list[Buffer]:
     parts: list[Buffer]
     if body.__class__ is bytes:  # the usual body: no walk over parts
         parts, body_len = [body], len(body)
+    elif body.__class__ is memoryview:  # a pull's records (StoreReader's C path)
+        parts, body_len = [body], body.nbytes
     else:
         parts, body_len = _body_parts(body)
     if native is not None and cmd.serialize_type == SerializeType.JSON:

@@ -15,6 +15,7 @@ import struct
 
 from apogee.common import constants as c
 from apogee.common import message_codec
+from apogee.common.accel import native
 from apogee.common.message import MessageExt
 from apogee.store.commitlog import CommitLog
 from apogee.store.config import StoreConfig
@@ -29,6 +30,7 @@ log = logging.getLogger("apogee.store.reads")
 
 _iter_units = CQ_UNIT.iter_unpack
 _head = struct.Struct(">ii").unpack_from  # TOTALSIZE, MAGICCODE of a record
+_phys_at = struct.Struct(">q").unpack_from  # the CommitLog offset of a ConsumeQueue entry, at byte 0
 _SIZE_AT = struct.Struct(">i")  # the size field of a ConsumeQueue entry, at byte 8
 _MAGIC = message_codec.MESSAGE_MAGIC_CODE
 SCREEN_ENTRIES = 512  # entries from before a restart checked per pull (StoreReader._screen)
@@ -140,7 +142,18 @@ class StoreReader:
         is logged and stepped over, that entry only.  Only an entry below the CommitLog's
         minimum (its file expired) skips to the next CommitLog file, as RocketMQ does: the
         entries after it in the queue point there too.
+
+        ``native.collect_records`` does the same for the usual pull (no SQL92 filter, every
+        record in one CommitLog file and in memory, no bad entry) and copies the records into
+        one buffer (a memoryview, as the slices are): no per-message Python object at all.  It
+        declines anything else, and this loop, the specification, decides.
         """
+        if (
+            native is not None
+            and (message_filter is None or message_filter.__class__ is TagCodeFilter)
+            and self._collect_native(result, buf, offset, max_msg_nums, max_total_bytes, message_filter)
+        ):
+            return
         clog = self.commitlog
         clog_min = clog.min_offset
         cfg = self.config
@@ -223,6 +236,38 @@ class StoreReader:
         result.buffer_total_size = total
         result.next_begin_offset = offset + consumed
         result.suggest_pulling_from_slave = max_phy - max_phy_pulling > memory_limit
+
+    def _collect_native(self, result: GetResult, buf: memoryview, offset: int, max_msg_nums: int,
+                        max_total_bytes: int, message_filter: TagCodeFilter | None) -> bool:
+        """``_collect`` by ``native.collect_records``; False when it declines."""
+        if len(buf) < CQ_UNIT_SIZE:
+            return False
+        clog = self.commitlog
+        mf = clog.mfq.find(_phys_at(buf, 0)[0])
+        if mf is None:
+            return False
+        cfg = self.config
+        max_phy = clog.max_offset
+        memory_limit = self.memory_limit
+        done = native.collect_records(  # the caller checked native
+            buf, self._scan_entries(max_msg_nums), mf.view, mf.start, mf.wrote, offset, max_msg_nums, max_total_bytes,
+            cfg.max_transfer_bytes_on_message_in_memory, cfg.max_transfer_count_on_message_in_memory,
+            max(clog.min_offset, max_phy - memory_limit),  # older is removed or on disk: declined
+            message_filter.codes if message_filter is not None else None,
+        )
+        if done is None:
+            return False
+        body, queue_offsets, consumed, last_phys = done
+        if queue_offsets:
+            result.buffers.append(body)
+            result.queue_offsets = queue_offsets
+            result.status = GetStatus.FOUND
+        else:
+            result.status = GetStatus.NO_MATCHED_MESSAGE
+        result.buffer_total_size = len(body)
+        result.next_begin_offset = offset + consumed
+        result.suggest_pulling_from_slave = max_phy - last_phys > memory_limit
+        return True
 
     def _bad_entry(self, cq: ConsumeQueue, queue_offset: int, phys: int, size: int) -> None:
         """Log a ConsumeQueue entry that points at no record (once per entry)."""

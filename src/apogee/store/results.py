@@ -137,11 +137,12 @@ class PutResult:
 
 
 class GetResult:
-    """Messages of one queue from one offset, as zero-copy slices of the mapped CommitLog.
+    """Messages of one queue from one offset, as slices of the mapped CommitLog.
 
     ``buffers`` hold the stored records of ``queue_offsets``, in order, back to back: records
-    stored contiguously share one slice.  Hand them to the transport unchanged and drop them
-    after (a live slice pins its file).
+    stored contiguously share one slice, or all of them are one copy made by the C fast path
+    (``StoreReader._collect``).  Hand them to the transport unchanged and drop them after (a
+    live slice pins its file).
     """
 
     __slots__ = (

@@ -45,6 +45,10 @@ class RecordingTransport:
     def write(self, data: bytes) -> None:
         self.data += data
 
+    def writelines(self, parts: list[bytes | memoryview]) -> None:
+        for part in parts:
+            self.data += part
+
     def is_closing(self) -> bool:
         return self.closed
 

@@ -1,5 +1,5 @@
 """Write coalescing in ``Connection.send``: the first frame of a loop turn leaves at once,
-later frames of the same turn are joined into one write, and a turn ends by itself.
+later frames of the same turn go out in one write (a writelines), and a turn ends by itself.
 
 A recording transport stands in for the socket: this is the connection's own bookkeeping,
 not the network."""

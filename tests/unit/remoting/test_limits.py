@@ -166,6 +166,9 @@ class PausableTransport:
     def write(self, data: bytes) -> None:
         self.writes.append(bytes(data))
 
+    def writelines(self, parts: list[bytes | memoryview]) -> None:
+        self.write(b"".join(parts))
+
     def is_closing(self) -> bool:
         return self.closed
 

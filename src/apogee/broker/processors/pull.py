@@ -41,6 +41,9 @@ from apogee.store.results import GetResult, GetStatus, MessageFilter, TagCodeFil
 
 log = logging.getLogger("apogee.broker.pull")
 
+# PullMessageResponseHeader's wire keys, in field order: every answer writes its dict directly.
+_SUGGEST_KEY, _NEXT_KEY, _MIN_KEY, _MAX_KEY = (key for _attr, key, _kind, _req in PullMessageResponseHeader._fields())
+
 def subscription_filter(expression_type: str | None, expression: str | None) -> MessageFilter:
     """The broker-side filter of a subscription (compiled once; SQL92 compilations are cached).
 
@@ -214,7 +217,8 @@ class PullProcessor:
         body = None
         if status is GetStatus.FOUND:
             code = ResponseCode.SUCCESS
-            body = result.buffers
+            buffers = result.buffers
+            body = buffers[0] if len(buffers) == 1 else buffers  # one buffer: the C path's copy
             self._stats.got(h.consumer_group, h.topic, len(result.queue_offsets), result.buffer_total_size)
         elif status in (GetStatus.NO_MATCHED_MESSAGE, GetStatus.MESSAGE_WAS_REMOVING):
             code = ResponseCode.PULL_RETRY_IMMEDIATELY
@@ -252,10 +256,10 @@ class PullProcessor:
         next_begin = result.next_begin_offset
         if not self._corrects_offset and status in _CORRECTIONS:
             next_begin = h.queue_offset
-        ext = PullMessageResponseHeader(
-            suggest_which_broker_id=suggest,
-            next_begin_offset=next_begin,
-            min_offset=result.min_offset,
-            max_offset=result.max_offset,
-        ).encode()
+        ext = {  # PullMessageResponseHeader(...).encode(), without building the header object
+            _SUGGEST_KEY: str(suggest),
+            _NEXT_KEY: str(next_begin),
+            _MIN_KEY: str(result.min_offset),
+            _MAX_KEY: str(result.max_offset),
+        }
         return req.response(code, None, ext_fields=ext, body=body)
