@@ -85,7 +85,7 @@ def differences(expected: dict[str, bytes], got: dict[str, bytes]) -> str:
     for name in sorted(expected.keys() & got.keys()):
         a, b = expected[name], got[name]
         if a != b:
-            at = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+            at = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
             out.append(f"{name}: sizes {len(a)}/{len(b)}, first difference at byte {at}")
     return "; ".join(out)
 
