@@ -285,7 +285,16 @@ class ClientInstance:
 
     def _connection_closed(self, addr: str, conn: Connection) -> None:
         """A connection dropped: if it was a broker's, refresh routes soon (it may be gone)."""
-        if not self.running or addr in self._namesrvs:
+        if addr not in self._namesrvs:
+            self.refresh_routes_soon()
+
+    def refresh_routes_soon(self) -> None:
+        """Refresh every route in 0.5 s (at most one pending): a broker connection dropped, or a
+        broker cannot be reached.  The NameServer drops a dead broker when its connection
+        closes, which may come after the first refresh; so every later failure to reach the
+        broker asks again, and a consumer moves to the slave in about a second, not at the
+        next periodic refresh (``poll_name_server_interval_ms``, 30 s)."""
+        if not self.running:
             return
         if (
             self._refresh_soon is None

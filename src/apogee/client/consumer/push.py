@@ -33,7 +33,7 @@ from apogee.client.types import MessageModel, PullStatus
 from apogee.common import constants as c
 from apogee.common.aio import within
 from apogee.common.message import MessageExt, MessageQueue
-from apogee.errors import ApogeeError, ClientStateError
+from apogee.errors import ApogeeError, ClientStateError, ConnectionClosedError
 from apogee.remoting.bodies.consumer_info import ConsumeMessageDirectlyResult
 
 log = logging.getLogger("apogee.client.consumer.push")
@@ -332,6 +332,8 @@ class PushConsumer(ConsumerBase):
             except ApogeeError as exc:
                 if pq.dropped:
                     return
+                if isinstance(exc, ConnectionClosedError) and self.instance is not None:
+                    self.instance.refresh_routes_soon()  # the broker may be gone: ask the NameServer again
                 log.warning(
                     "pull of %s from %d failed: %s; retrying in %d ms", mq, next_offset, exc, cfg.pull_retry_delay_ms
                 )
