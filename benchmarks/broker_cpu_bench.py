@@ -349,11 +349,22 @@ def main() -> None:
                         help="also N async sends by the C++ client (needs .venv-interop)")
     parser.add_argument("--src", action="append", help="run a broker from this source tree (repeat to compare)")
     parser.add_argument("--flush", default="ASYNC_FLUSH", choices=["ASYNC_FLUSH", "SYNC_FLUSH"])
+    parser.add_argument("--conf", action="append", metavar="KEY=VALUE[,KEY=VALUE]",
+                        help="broker settings of one variant (repeat to compare, e.g. "
+                             "--conf brokerStatsEnable=true --conf brokerStatsEnable=false)")
     args = parser.parse_args()
     if args.generate:
         generate(json.loads(args.generate))
         return
     srcs = [str(Path(s).resolve()) for s in (args.src or [str(ROOT / "src")])]
+    confs = [c.replace(",", "\n") for c in (args.conf or [""])]
+    if len(srcs) > 1 and len(confs) > 1 and len(srcs) != len(confs):
+        parser.error("give one --src, one --conf, or as many of each")
+    variants = [  # (source tree, extra broker.conf lines, label)
+        (src, conf, label(src) + (f" {conf.replace(chr(10), ',')}" if conf else ""))
+        for src, conf in zip(srcs * (len(confs) if len(srcs) == 1 else 1),
+                             confs * (len(srcs) if len(confs) == 1 else 1), strict=True)
+    ]
     workloads = {
         "send": (args.sends, args.connections, args.inflight),
         "pull": (args.pulls, min(args.connections, args.pull_inflight), args.pull_inflight),
@@ -367,11 +378,11 @@ def main() -> None:
         namesrvs: list[ServerProcess] = []  # one per broker: a client's route names one broker
         brokers: list[ServerProcess] = []
         try:
-            for n, src in enumerate(srcs):
+            for n, (src, extra, name) in enumerate(variants):
                 namesrv = start_namesrv(Path(tmp) / f"ns{n}")
                 namesrvs.append(namesrv)
                 conf = Path(tmp) / f"broker{n}.conf"
-                conf.write_text(f"flushDiskType={args.flush}\nbrokerName=cpu{n}\n")
+                conf.write_text(f"flushDiskType={args.flush}\nbrokerName=cpu{n}\n{extra}\n")
                 broker = ServerProcess(
                     ["broker", "-n", namesrv.addr, "-c", str(conf), "--listen", "127.0.0.1:0",
                      "--store-dir", str(Path(tmp) / f"store{n}"), "--broker-ip", "127.0.0.1", "--log-level", "WARNING"],
@@ -381,18 +392,18 @@ def main() -> None:
                 call(broker, create_topic_frame(SEND_TOPIC))
                 call(broker, create_topic_frame(PULL_TOPIC))
                 _fill_backlog(broker)
-                print(f"broker {n}: {label(src)} ({src}), pid {broker.pid}, {args.flush}")
+                print(f"broker {n}: {name} ({src}), pid {broker.pid}, {args.flush}")
             for run in range(args.runs):
                 for kind in chosen:
-                    for src, broker, namesrv in zip(srcs, brokers, namesrvs, strict=True):
+                    for (_src, _extra, name), broker, namesrv in zip(variants, brokers, namesrvs, strict=True):
                         if kind == "cpp":
                             r = run_cpp(namesrv, broker, args.cpp)
                         else:
                             count, nconn, window = workloads[kind]
                             r = run_generator(broker, kind, count, nconn, window)
-                        results.setdefault((kind, src), []).append(r)
+                        results.setdefault((kind, name), []).append(r)
                         loads.append(os.getloadavg()[0])
-                        print(f"  run {run + 1} {kind:5} {label(src):9} {r['rate']:9,.0f} req/s  broker "
+                        print(f"  run {run + 1} {kind:5} {name:9} {r['rate']:9,.0f} req/s  broker "
                               f"{r['broker_us']:6.1f} µs/req (loop {r['loop_us']:5.1f}; {r['broker_pct']:3.0f} % CPU)  "
                               f"generator {r['gen_us']:5.1f} µs/req", flush=True)
         finally:
@@ -403,15 +414,15 @@ def main() -> None:
     print(f"{'workload':8} {'broker':10} {'req/s':>9} {'broker µs/req':>14} {'loop thread':>11} {'broker CPU':>10} "
           f"{'generator µs/req':>17} {'bytes/answer':>12}")
     for kind in chosen:
-        for src in srcs:
-            rs = results[(kind, src)]
+        for _src, _extra, name in variants:
+            rs = results[(kind, name)]
 
             def med(key: str, rs: list[dict[str, float]] = rs) -> float:
                 return statistics.median(r[key] for r in rs)
 
             gen = "-" if kind == "cpp" else f"{med('gen_us'):.1f}"
             size = "-" if kind == "cpp" else f"{med('bytes'):,.0f}"
-            print(f"{kind:8} {label(src):10} {med('rate'):9,.0f} {med('broker_us'):14.1f} {med('loop_us'):11.1f} "
+            print(f"{kind:8} {name:10} {med('rate'):9,.0f} {med('broker_us'):14.1f} {med('loop_us'):11.1f} "
                   f"{med('broker_pct'):9.0f}% {gen:>17} {size:>12}")
 
 
