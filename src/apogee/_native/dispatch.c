@@ -57,8 +57,8 @@ PyDoc_STRVAR(scan_dispatch_doc,
 "or None for more than 8; index_entries the index entries (index_put's layout, store times as\n"
 "ms after first_ts; empty unless index) of every record in order.  It stops before a record\n"
 "it does not take (see the file's comment), one that is not whole, one whose queue offset does\n"
-"not follow its queue's previous record here, a 33rd queue, or a store time before first_ts or\n"
-"more than 2**31-1 ms after it; next is where it stopped, count how many it took (0: the\n"
+"not follow its queue's previous record here, a 33rd queue, or a store time beyond +-2**62,\n"
+"before first_ts or more than 2**31-1 ms after it; next is where it stopped, count how many it took (0: the\n"
 "caller decodes the record at start itself).  ValueError when 0 <= start <= end <= len(buf)\n"
 "does not hold.");
 
@@ -110,8 +110,8 @@ static PyObject *scan_dispatch(PyObject *self, PyObject *args) {
         const unsigned char *props = r + p + 1 + tl + 2;
         if (pl < 0 || p + 1 + tl + 2 + pl != total || !valid_text(topic, tl) || !valid_text(props, pl)) break;
         if (tl == (Py_ssize_t)sizeof(SCHEDULE_TOPIC) - 1 && memcmp(topic, SCHEDULE_TOPIC, tl) == 0) break;
+        if (ts > (1LL << 62) || ts < -(1LL << 62)) break; /* index_put's range; no overflow below */
         if (count == 0) {
-            if (ts > (1LL << 62) || ts < -(1LL << 62)) break;
             first_ts = ts;
         } else if (ts < first_ts || ts - first_ts > INT_MAX32) {
             break;

@@ -167,6 +167,11 @@ def test_scan_dispatch_declines_what_the_reference_must_decide() -> None:
     assert native.scan_dispatch(a + b, 0, len(a + b), 0, 10, True)[:2] == (len(a), 1)
     b = mc.encode_record(topic="A", body=b"x", queue_offset=6, physical_offset=len(a), store_timestamp=CLOCK - 1)
     assert native.scan_dispatch(a + b, 0, len(a + b), 0, 10, True)[:2] == (len(a), 1)
+    # store times far apart must not overflow (a UBSan report under make check-native)
+    a = mc.encode_record(topic="A", body=b"x", store_timestamp=-(2**62))
+    b = mc.encode_record(topic="A", body=b"x", queue_offset=1, physical_offset=len(a), store_timestamp=2**63 - 1)
+    assert native.scan_dispatch(a + b, 0, len(a + b), 0, 10, True)[:2] == (len(a), 1)
+    assert native.scan_dispatch(b, 0, len(b), len(a), 10, True)[1] == 0
     for args in ((-1, 5), (6, 5), (0, len(a) + 1)):
         with pytest.raises(ValueError):
             native.scan_dispatch(a, args[0], args[1], 0, 10, True)
