@@ -162,3 +162,11 @@ def collect_records(
     codes: set[int] | frozenset[int] | None,
     /,
 ) -> tuple[memoryview, list[int], int, int] | None: ...
+
+# dispatch.c: (topic, queue_id, first_queue_offset, count, cq entries, distinct tag codes or None)
+_SpanGroup: TypeAlias = tuple[str, int, int, int, bytes, tuple[int, ...] | None]
+
+def scan_dispatch(
+    buf: _Readable, start: int, end: int, phys: int, max_records: int, index: bool, /
+) -> tuple[int, int, int, int, list[_SpanGroup], bytes]: ...
+def record_ends(buf: _Readable, start: int, end: int, /) -> int: ...

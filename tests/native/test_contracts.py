@@ -353,6 +353,8 @@ VALID_CALLS: dict[str, tuple[Any, ...]] = {
     "fields_frame": (1, 2, 0, "PYTHON", 1, ("a",), ("b",), b"x"),
     "collect_records": (struct.pack(">qiq", 10, 5, 1) * 2, 800, bytes(100), 0, 100, 0, 32, 1 << 62, 1 << 20, 32, 0,
                         {1}),
+    "scan_dispatch": (_RECORD, 0, len(_RECORD), 0, 10, True),
+    "record_ends": (_RECORD, 0, len(_RECORD)),
 }
 
 odd_values = st.one_of(

@@ -35,6 +35,8 @@ from apogee.store.index_file import IndexFile
 from tests.unit.common.test_accel import _broker_rewrite, _scan_reference
 from tests.unit.remoting.test_native_frames import assert_same, frame, header_docs
 from tests.unit.store.test_collect_native import check_against_the_loop, pulls
+from tests.unit.store.test_native_dispatch import check_scan, encode_span, record_ends_checked
+from tests.unit.store.test_native_dispatch import records as log_records
 
 pytestmark = pytest.mark.skipif(native is None, reason="apogee._native is not built")
 
@@ -238,39 +240,42 @@ def test_scan_and_write_single(props: bytes, extra: bytes, as_str: bool) -> None
 # --- the index: entries from the network's KEYS and UNIQ_KEY ------------------------------------
 
 
-def _index_put_py(mm: bytearray, slots: int, num: int, messages: list[tuple[int, list[int]]], store_ts: int) -> Any:
+def _index_put_py(mm: bytearray, slots: int, num: int, messages: list[tuple[int, list[int], int]],
+                  store_ts: int) -> Any:
     """IndexService.build's rules per message over IndexFile.put_keys: the reference."""
     f = IndexFile(SimpleNamespace(mm=mm), slots, num)  # type: ignore[arg-type]
     done = 0
-    for phys, hashes in messages:
+    for phys, hashes, delta in messages:
         end = f.end_phy
         if not (phys < end or (phys == end and (end > 0 or f.index_count > 1))):
             if f.index_num - f.index_count < min(len(hashes), num - 1):
                 break
-            f.put_keys(hashes, phys, store_ts)
+            f.put_keys(hashes, phys, min(store_ts + delta, 2**63 - 1))
         done += len(hashes)
     return (f.begin_ts, f.end_ts, f.begin_phy, f.end_phy, f.slot_count, f.index_count), done
 
 
 @fuzz
 @given(st.integers(1, 9), st.integers(2, 40),
-       st.lists(st.tuples(st.integers(0, 5), st.lists(st.integers(0, 2**31 - 1), min_size=1, max_size=12)),
+       st.lists(st.tuples(st.integers(0, 5), st.lists(st.integers(0, 2**31 - 1), min_size=1, max_size=12),
+                          st.sampled_from([0, 0, 1, 999, 1000, 86_400_000, 2**31 - 1, 2**32 - 1])),
                 max_size=8),
        st.integers(0, 10**13), st.integers(0, 10**13), st.integers(1, 3))
-def test_index_put(slots: int, num: int, messages: list[tuple[int, list[int]]], begin_ts: int, store_ts: int,
+def test_index_put(slots: int, num: int, messages: list[tuple[int, list[int], int]], begin_ts: int, store_ts: int,
                    first_count: int) -> None:
-    """The C index writer leaves the bytes IndexFile.put_keys leaves, message by message."""
+    """The C index writer leaves the bytes IndexFile.put_keys leaves, message by message, each
+    at store_ts plus its entries' delta (scan_dispatch's spans)."""
     phys, grouped = 0, []
-    for step, hashes in messages:
+    for step, hashes, delta in messages:
         phys += step  # 0: the same offset again (one message), or an offset already indexed
-        grouped.append((phys, hashes))
-    merged: list[tuple[int, list[int]]] = []
-    for p, hashes in grouped:  # consecutive entries with one offset are one message
+        grouped.append((phys, hashes, delta))
+    merged: list[tuple[int, list[int], int]] = []
+    for p, hashes, delta in grouped:  # consecutive entries with one offset are one message
         if merged and merged[-1][0] == p:
             merged[-1][1].extend(hashes)
         else:
-            merged.append((p, list(hashes)))
-    entries = b"".join(struct.pack("=I4xq", h, p) for p, hashes in merged for h in hashes)
+            merged.append((p, list(hashes), delta))
+    entries = b"".join(struct.pack("=IIq", h, delta, p) for p, hashes, delta in merged for h in hashes)
     size = 40 + slots * 4 + num * 20
     header = (begin_ts, begin_ts, 0, 0, 0, min(first_count, num))
     mm_c, mm_py = bytearray(size), bytearray(size)
@@ -306,3 +311,17 @@ def test_collect_records_on_random_entries(entries: bytes, file: bytes, numbers:
             body, offsets, consumed, _last = done
             assert 0 <= consumed <= len(entries) // 20 and len(offsets) <= consumed
             assert len(body) <= len(offsets) * len(file)
+
+
+# --- dispatch: a slave's replicated CommitLog bytes -> ConsumeQueue runs and index entries -------
+
+
+@fuzz
+@given(damaged(log_records.map(lambda items: encode_span(items, 4096))), st.integers(0, 64), st.integers(0, 64),
+       st.integers(0, 40), st.booleans())
+def test_scan_dispatch_and_record_ends(span: bytes, start: int, cut: int, max_records: int, index: bool) -> None:
+    """Whatever the C scan takes of damaged bytes, the reference reads the same way."""
+    start = min(start, len(span))
+    end = max(start, len(span) - cut)
+    check_scan(span, start, end, 4096 + start, max_records, index)
+    record_ends_checked(span, start, end)

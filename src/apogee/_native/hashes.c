@@ -158,6 +158,8 @@ PyDoc_STRVAR(index_put_doc,
 "Add index entries (write_batch's 16-byte layout) from entries[start:] to an IndexFile\n"
 "mapping, message by message (consecutive entries with the same phys), exactly as\n"
 "IndexFile.put_keys does for each, skipping messages IndexService.build would skip.\n"
+"A message's store time is store_ts plus its first entry's second word (unsigned ms, at most\n"
+"2**63-1; write_batch leaves 0, scan_dispatch the ms after its first record's).\n"
 "header = (begin_ts, end_ts, begin_phy, end_phy, slot_count, index_count).  Stops before a\n"
 "message that does not fit (IndexService.build's rule); next is where to resume.\n"
 "ValueError when the buffer cannot hold slots and index_num entries, or index_count or start\n"
@@ -200,6 +202,11 @@ static PyObject *index_put(PyObject *self, PyObject *args) {
             j++;
         }
         Py_ssize_t keys = j - i;
+        /* this message's store time: store_ts + the entry's unsigned ms delta (0 from write_batch) */
+        uint32_t ts_delta;
+        memcpy(&ts_delta, e + i * INDEX_ENTRY_OUT + 4, 4);
+        long long msg_ts;
+        if (__builtin_add_overflow(store_ts, (long long)ts_delta, &msg_ts)) msg_ts = LLONG_MAX;
         if (phys < end_phy || (phys == end_phy && (end_phy > 0 || count > 1))) { i = j; continue; }
         long long need = keys < index_num - 1 ? keys : index_num - 1;
         if (index_num - count < need) break; /* a new file first */
@@ -209,15 +216,15 @@ static PyObject *index_put(PyObject *self, PyObject *args) {
         long long diff = 0, delta;
         if (begin_ts <= 0) {
             diff = 0;
-        } else if (__builtin_sub_overflow(store_ts, begin_ts, &delta)) {
-            diff = store_ts > begin_ts ? INT_MAX32 : 0;
+        } else if (__builtin_sub_overflow(msg_ts, begin_ts, &delta)) {
+            diff = msg_ts > begin_ts ? INT_MAX32 : 0;
         } else {
             diff = delta / 1000;
             if (delta < 0 && delta % 1000) diff -= 1;
             if (diff < 0) diff = 0;
             if (diff > INT_MAX32) diff = INT_MAX32;
         }
-        if (count <= 1) { begin_phy = phys; begin_ts = store_ts; }
+        if (count <= 1) { begin_phy = phys; begin_ts = msg_ts; }
         long long first = count;
         /* Plan every key as put_keys does: the entry it chains to is the newest key of this
          * message in the same slot, else the slot's valid value, else 0 (a new slot). */
@@ -240,7 +247,7 @@ static PyObject *index_put(PyObject *self, PyObject *args) {
         count = first + fit;
         slot_count = new_slots;
         end_phy = phys;
-        end_ts = store_ts;
+        end_ts = msg_ts;
         /* Crash order (IndexFile.put_keys): header first, then each entry before its slot. */
         be64(mm, (uint64_t)begin_ts); be64(mm + 8, (uint64_t)end_ts);
         be64(mm + 16, (uint64_t)begin_phy); be64(mm + 24, (uint64_t)end_phy);

@@ -20,6 +20,8 @@
  *              complete_sends, decode_records)
  *   frames.c   remoting frames with JSON headers (decode_frames, json_frame_head, fields_frame)
  *   reads.c    the broker's pulls: ConsumeQueue entries -> the records answered (collect_records)
+ *   dispatch.c the dispatcher's reading of unhinted CommitLog records (a slave's, after recovery):
+ *              ConsumeQueue runs and index entries of a span (scan_dispatch, record_ends)
  *   native.h   what they share, and the rules every function keeps (any Python argument is
  *              safe: a wrong one is an exception, never a crash)
  *
@@ -62,7 +64,7 @@ PyMODINIT_FUNC PyInit__native(void) {
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;
     PyMethodDef *tables[] = {apogee_hashes_methods, apogee_records_methods, apogee_client_methods,
-                             apogee_frames_methods, apogee_reads_methods};
+                             apogee_frames_methods, apogee_reads_methods, apogee_dispatch_methods};
     for (size_t i = 0; i < sizeof(tables) / sizeof(tables[0]); i++) {
         if (PyModule_AddFunctions(m, tables[i]) < 0) {
             Py_DECREF(m);

@@ -22,7 +22,8 @@
 #define MAX_TOPIC 127    /* a record's topic length byte */
 #define BATCH_HEAD 20    /* a client batch item: TOTALSIZE, MAGIC, BODYCRC, FLAG, BODYLEN */
 #define CQ_UNIT 20
-#define INDEX_ENTRY_OUT 16 /* {uint32 hash; uint32 unused; int64 phys} native order */
+#define INDEX_ENTRY_OUT 16 /* {uint32 hash; uint32 store_ts - the call's store_ts; int64 phys} native order */
+#define BLANK_MAGIC 0xCBD43194u
 #define INT_MAX32 0x7FFFFFFF
 
 /* ---- byte helpers ------------------------------------------------------------------------ */
@@ -95,6 +96,26 @@ static inline uint32_t abs_hash(uint32_t h) {
 int valid_text(const unsigned char *s, Py_ssize_t n);                  /* UTF-8 without NUL */
 uint32_t hash_utf8(uint32_t h, const unsigned char *s, Py_ssize_t n);  /* String.hashCode, continued */
 
+/* ---- properties and index keys (records.c) ------------------------------------------------ */
+
+/* A growing byte buffer (PyMem); the owner frees buf. */
+typedef struct {
+    unsigned char *buf;
+    Py_ssize_t len, cap;
+} byte_sink;
+
+/* Mirror of message_codec.get_property on raw bytes: -1 if the name is absent, else the value's
+ * start; *vlen gets its length (0 = empty, which get_property reports as None). */
+Py_ssize_t find_property(const unsigned char *s, Py_ssize_t n, const char *name, Py_ssize_t name_len,
+                         Py_ssize_t *vlen);
+/* A property as get_property would see it (NULL: absent or empty). */
+const unsigned char *text_property(const unsigned char *s, Py_ssize_t n, const char *name, Py_ssize_t *vlen);
+/* Append the index entries of one message (IndexService.build's keys, index_put's layout) whose
+ * properties text is props[0..plen), with its topic's prefix hash and its store time as
+ * ts_delta ms after the store_ts index_put will be given.  -1 (MemoryError) on failure. */
+int index_keys(byte_sink *out, const unsigned char *props, Py_ssize_t plen, uint32_t prefix, int64_t phys,
+               uint32_t ts_delta);
+
 /* ---- slotted classes (module.c) ------------------------------------------------------------ */
 
 /* Where instances of cls keep the __slots__ member `name`, for functions that build objects
@@ -109,5 +130,6 @@ extern PyMethodDef apogee_records_methods[];
 extern PyMethodDef apogee_client_methods[];
 extern PyMethodDef apogee_frames_methods[];
 extern PyMethodDef apogee_reads_methods[];
+extern PyMethodDef apogee_dispatch_methods[];
 
 #endif

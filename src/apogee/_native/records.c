@@ -19,8 +19,8 @@
 
 /* Mirror of message_codec.get_property on raw bytes: -1 if the name is absent, else the value's
  * start; *vlen gets its length (0 = empty, which get_property reports as None). */
-static Py_ssize_t find_property(const unsigned char *s, Py_ssize_t n, const char *name,
-                                Py_ssize_t name_len, Py_ssize_t *vlen) {
+Py_ssize_t find_property(const unsigned char *s, Py_ssize_t n, const char *name, Py_ssize_t name_len,
+                         Py_ssize_t *vlen) {
     Py_ssize_t begin = -1;
     if (n >= name_len + 1 && memcmp(s, name, name_len) == 0 && s[name_len] == 0x01) {
         begin = name_len + 1;
@@ -44,8 +44,7 @@ static Py_ssize_t find_property(const unsigned char *s, Py_ssize_t n, const char
 }
 
 /* A property of a properties text as get_property would see it (NULL: absent or empty). */
-static const unsigned char *text_property(const unsigned char *s, Py_ssize_t n, const char *name,
-                                          Py_ssize_t *vlen) {
+const unsigned char *text_property(const unsigned char *s, Py_ssize_t n, const char *name, Py_ssize_t *vlen) {
     Py_ssize_t at = find_property(s, n, name, (Py_ssize_t)strlen(name), vlen);
     if (at >= 0 && *vlen) return s + at;
     *vlen = 0;
@@ -210,6 +209,39 @@ static Py_ssize_t record_room(Py_ssize_t body_len, Py_ssize_t topic_len, Py_ssiz
     return total;
 }
 
+int index_keys(byte_sink *out, const unsigned char *props, Py_ssize_t plen, uint32_t prefix, int64_t phys,
+               uint32_t ts_delta) {
+    /* IndexService.build's keys: UNIQ_KEY, then each non-empty space-separated KEYS token */
+    const unsigned char *spans[2];
+    Py_ssize_t lens[2];
+    spans[0] = text_property(props, plen, "UNIQ_KEY", &lens[0]);
+    spans[1] = text_property(props, plen, "KEYS", &lens[1]);
+    for (int which = 0; which < 2; which++) {
+        const unsigned char *s = spans[which];
+        if (!s) continue;
+        Py_ssize_t sl = lens[which], a = 0;
+        while (a < sl) {
+            Py_ssize_t z = a;
+            if (which == 1) { while (z < sl && s[z] != ' ') z++; } else { z = sl; }
+            if (z > a) {
+                if (out->len + INDEX_ENTRY_OUT > out->cap) {
+                    Py_ssize_t cap = out->cap ? out->cap * 2 : 64 * INDEX_ENTRY_OUT;
+                    unsigned char *nb = PyMem_Realloc(out->buf, cap);
+                    if (!nb) { PyErr_NoMemory(); return -1; }
+                    out->buf = nb; out->cap = cap;
+                }
+                uint32_t h = abs_hash(hash_utf8(prefix, s + a, z - a));
+                memcpy(out->buf + out->len, &h, 4);
+                memcpy(out->buf + out->len + 4, &ts_delta, 4);
+                memcpy(out->buf + out->len + 8, &phys, 8);
+                out->len += INDEX_ENTRY_OUT;
+            }
+            a = z + 1;
+        }
+    }
+    return 0;
+}
+
 /* What the records of one append give the dispatcher and the producer: ConsumeQueue entries,
  * offset msg ids, index entries and the distinct tag codes. */
 typedef struct {
@@ -217,8 +249,7 @@ typedef struct {
     unsigned char *idp, *id_end;  /* next msg id character, end of their buffer */
     unsigned char store_id[8];    /* store ip + port, the first half of an offset msg id */
     long long index_prefix;       /* < 0: no index entries */
-    unsigned char *idx;
-    Py_ssize_t idx_len, idx_cap;
+    byte_sink idx;
     int64_t tag_seen[8];
     int ntags, many_tags, count;
 } run_notes;
@@ -248,36 +279,7 @@ static int note_record(run_notes *r, const unsigned char *props, Py_ssize_t plen
     be64(raw + 8, (uint64_t)phys);
     for (int k = 0; k < 16; k++) { *r->idp++ = HEX[raw[k] >> 4]; *r->idp++ = HEX[raw[k] & 15]; }
     if (r->index_prefix < 0) return 0;
-    /* index entries: UNIQ_KEY, then each non-empty space-separated KEYS token */
-    const unsigned char *spans[2];
-    Py_ssize_t lens[2];
-    spans[0] = text_property(props, plen, "UNIQ_KEY", &lens[0]);
-    spans[1] = text_property(props, plen, "KEYS", &lens[1]);
-    for (int which = 0; which < 2; which++) {
-        const unsigned char *s = spans[which];
-        if (!s) continue;
-        Py_ssize_t sl = lens[which], a = 0;
-        while (a < sl) {
-            Py_ssize_t z = a;
-            if (which == 1) { while (z < sl && s[z] != ' ') z++; } else { z = sl; }
-            if (z > a) {
-                if (r->idx_len + INDEX_ENTRY_OUT > r->idx_cap) {
-                    Py_ssize_t cap = r->idx_cap ? r->idx_cap * 2 : 64 * INDEX_ENTRY_OUT;
-                    unsigned char *nb = PyMem_Realloc(r->idx, cap);
-                    if (!nb) { PyErr_NoMemory(); return -1; }
-                    r->idx = nb; r->idx_cap = cap;
-                }
-                uint32_t h = abs_hash(hash_utf8((uint32_t)r->index_prefix, s + a, z - a));
-                uint32_t zero = 0;
-                memcpy(r->idx + r->idx_len, &h, 4);
-                memcpy(r->idx + r->idx_len + 4, &zero, 4);
-                memcpy(r->idx + r->idx_len + 8, &phys, 8);
-                r->idx_len += INDEX_ENTRY_OUT;
-            }
-            a = z + 1;
-        }
-    }
-    return 0;
+    return index_keys(&r->idx, props, plen, (uint32_t)r->index_prefix, phys, 0);
 }
 
 /* Start notes for n records: cq and ids are new objects the caller owns (NULL on error). */
@@ -305,7 +307,7 @@ static PyObject *notes_end(run_notes *r, PyObject *cq, PyObject *ids) {
         PyErr_SetString(PyExc_SystemError, "fewer records than counted");
         goto done;
     }
-    idx = PyBytes_FromStringAndSize((const char *)r->idx, r->idx_len);
+    idx = PyBytes_FromStringAndSize((const char *)r->idx.buf, r->idx.len);
     if (!idx) goto done;
     if (r->many_tags) {
         tags = Py_None; Py_INCREF(tags);
@@ -321,8 +323,8 @@ static PyObject *notes_end(run_notes *r, PyObject *cq, PyObject *ids) {
     result = PyTuple_Pack(4, cq, idx, ids, tags);
 done:
     Py_XDECREF(cq); Py_XDECREF(idx); Py_XDECREF(ids); Py_XDECREF(tags);
-    PyMem_Free(r->idx);
-    r->idx = NULL;
+    PyMem_Free(r->idx.buf);
+    r->idx.buf = NULL;
     return result;
 }
 
@@ -391,7 +393,7 @@ static PyObject *write_batch(PyObject *self, PyObject *args) {
     cq = ids = NULL;
 done:
     Py_XDECREF(cq); Py_XDECREF(ids);
-    PyMem_Free(notes.idx);
+    PyMem_Free(notes.idx.buf);
     PyBuffer_Release(&buf); PyBuffer_Release(&body); PyBuffer_Release(&bprops);
     PyBuffer_Release(&topic); PyBuffer_Release(&born_ip); PyBuffer_Release(&store_ip);
     return result;
@@ -620,7 +622,7 @@ static PyObject *write_single(PyObject *self, PyObject *args) {
     cq = ids = NULL;
 done:
     Py_XDECREF(cq); Py_XDECREF(ids);
-    PyMem_Free(notes.idx);
+    PyMem_Free(notes.idx.buf);
     PyMem_Free(joined);
     PyBuffer_Release(&buf); PyBuffer_Release(&body); PyBuffer_Release(&props); PyBuffer_Release(&extra);
     PyBuffer_Release(&topic); PyBuffer_Release(&born_ip); PyBuffer_Release(&store_ip);

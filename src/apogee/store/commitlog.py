@@ -535,6 +535,11 @@ class CommitLog:
                 return pos
             if rel + 8 > mf.wrote:
                 return pos
+            if native is not None:  # the message records in one C call; the rest below
+                ends = native.record_ends(mf.mm, rel, mf.wrote)
+                if ends != rel:
+                    pos += ends - rel
+                    continue
             total, magic = _BLANK.unpack_from(mf.mm, rel)
             if magic == BLANK_MAGIC_CODE:
                 if mf.wrote < mf.size:

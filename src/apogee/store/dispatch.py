@@ -12,7 +12,10 @@ file stops and returns a ``FileNeed``; the driver creates the file on the I/O th
 again (the record is retried; puts are idempotent).
 
 Each record comes from the append's *hint* when one is queued for its offset (no decoding),
-else it is decoded from the mapped CommitLog (after recovery, or when hints overflowed).
+else it is decoded from the mapped CommitLog (a slave's replicated bytes, after recovery, or
+when hints overflowed): with the C extension, ``native.scan_dispatch`` reads a whole span of
+records in one call (one ConsumeQueue run per queue, the index entries of all), declining any
+record it does not take to ``_decode``, the reference.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 from apogee.common import constants as c
+from apogee.common.accel import native
 from apogee.common.java_hash import tags_code as compute_tags_code
 from apogee.common.message_codec import BLANK_MAGIC_CODE, get_property, read_dispatch_fields
 from apogee.store.commitlog import CommitLog
@@ -156,6 +160,18 @@ class Dispatcher:
                     if magic == BLANK_MAGIC_CODE:
                         pos = mf.end
                         continue
+                    if native is not None:  # the records up to the next hint, in one C call
+                        stop = min(limit, mf.start + mf.wrote, hints[0][0] if hints else limit) - mf.start
+                        span = native.scan_dispatch(mf.mm, rel, stop, pos, max_records - done, index is not None)
+                        if span[1]:
+                            need = self._dispatch_span(span, notes)
+                            if need is not None:
+                                result = need
+                                break
+                            pos += span[0] - rel
+                            self.last_store_ts = span[3]
+                            done += span[1]
+                            continue
                     phys, size, topic, qid, qoff, tags, ts, sysflag, pstr = self._decode(mf, pos)
                 tran = sysflag & 0xC
                 if tran in _QUEUED:
@@ -225,6 +241,30 @@ class Dispatcher:
         notes (one per distinct tag code, with the batch's last offset), index entries.
         Idempotent, so a run stopped by a FileNeed is simply applied again."""
         _, _, topic, qid, qoff, count, cq_entries, tag_codes, ts, _, index_entries = hint
+        need = self._put_run(topic, qid, qoff, count, cq_entries, tag_codes, notes)
+        if need is None and self.index is not None and index_entries and not self.index.build_run(index_entries, ts):
+            return self._index_need()
+        return need
+
+    def _dispatch_span(self, span: tuple[int, int, int, int, list[Any], bytes],
+                       notes: list[tuple[str, int, int, int | None, str]] | None) -> FileNeed | None:
+        """Apply what ``native.scan_dispatch`` read from records without hints: one run per
+        (topic, queue), then the index entries of them all.  Idempotent like ``_dispatch_run``:
+        a span stopped by a FileNeed is scanned and applied again."""
+        _, _, first_ts, _, groups, index_entries = span
+        for topic, qid, qoff, count, cq_entries, tag_codes in groups:
+            need = self._put_run(topic, qid, qoff, count, cq_entries, tag_codes, notes)
+            if need is not None:
+                return need
+        if self.index is not None and index_entries and not self.index.build_run(index_entries, first_ts):
+            return self._index_need()
+        return None
+
+    def _put_run(self, topic: str, qid: int, qoff: int, count: int, cq_entries: bytes,
+                 tag_codes: tuple[int, ...] | None, notes: list[tuple[str, int, int, int | None, str]] | None
+                 ) -> FileNeed | None:
+        """Consecutive ConsumeQueue entries of one queue and their arrival notes (one per
+        distinct tag code, with the run's last offset; None: any tag)."""
         cq = self.queues.queues.get((topic, qid))
         if cq is None:
             cq = self.queues.get_or_create(topic, qid)
@@ -234,8 +274,6 @@ class Dispatcher:
         if notes is not None:
             for tag in (None,) if tag_codes is None else tag_codes:
                 notes.append((topic, qid, qoff + count, tag, ""))
-        if self.index is not None and index_entries and not self.index.build_run(index_entries, ts):
-            return self._index_need()
         return None
 
     def _notify(self, notes: list[tuple[str, int, int, int | None, str]]) -> None:
