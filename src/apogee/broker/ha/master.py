@@ -204,6 +204,12 @@ class HAMaster:
             fut: asyncio.Future[PutStatus] = asyncio.get_running_loop().create_future()
             fut.set_result(PutStatus.SLAVE_NOT_AVAILABLE)
             return fut
+        # A slave that holds everything sent to it gets the new bytes now, in the put's own
+        # loop turn (one-at-a-time sends); a busy link takes them with the turn's other
+        # appends from the append notification (``_wake_all``), in one frame.
+        for link in self.links.values():
+            if link.acked >= link.next_offset >= 0:
+                self.pump(link)
         return waiters.add(end)
 
     def _wake_all(self) -> None:
