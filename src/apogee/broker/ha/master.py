@@ -301,10 +301,9 @@ class HAMaster:
         the transport pauses (a slow slave: the master buffers at most its high-water mark
         and one frame); ``resume_writing`` pumps again.  Nothing before the slave's first
         report, nor on a refused link."""
-        if link.paused or link.closed or link.next_offset < 0:
-            return
         transport = link.transport
-        assert transport is not None
+        if link.paused or link.closed or link.next_offset < 0 or transport is None or transport.is_closing():
+            return
         mfq = self._store.commitlog.mfq
         batch = self._config.ha_transfer_batch_size
         while True:
@@ -351,9 +350,10 @@ class HAMaster:
             link.fail(f"refused link parked for {ms:.0f} ms: {link.refused}" if link.refused is not None
                       else f"no report for {ms:.0f} ms (haHousekeepingInterval)")
             return
-        if link.next_offset >= 0 and not link.paused and now - link.last_write >= self._heartbeat_s:
-            assert link.transport is not None
-            link.transport.write(encode_header(link.next_offset, 0))
+        transport = link.transport
+        if (link.next_offset >= 0 and not link.paused and now - link.last_write >= self._heartbeat_s
+                and transport is not None and not transport.is_closing()):
+            transport.write(encode_header(link.next_offset, 0))
             link.last_write = now
         self._arm(link)
 

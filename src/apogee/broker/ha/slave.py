@@ -271,7 +271,7 @@ class MasterLink(asyncio.Protocol):
     def _report(self, offset: int, now: float) -> None:
         """Only the newest report counts, so a master that does not read gets none while the
         transport is paused (the slave's memory does not grow); ``resume_writing`` sends it."""
-        if self._paused or self._transport is None:
+        if self._paused or self._transport is None or self._transport.is_closing():
             return
         self._transport.write(encode_report(offset))
         self.reported, self.last_report = offset, now
