@@ -155,6 +155,7 @@ class HAMaster:
         self.slave_acked_offset = 0
         self._waiters: OffsetWaiters | None = None
         self.loop: asyncio.AbstractEventLoop  # set by start(); links exist only after it
+        self._pump_pending = False
         self._heartbeat_s = config.ha_send_heartbeat_interval_ms / 1000
         self._housekeeping_s = config.ha_housekeeping_interval_ms / 1000
         self._refused: collections.deque[Refusal] = collections.deque(maxlen=REFUSED_KEPT)
@@ -213,18 +214,25 @@ class HAMaster:
         return waiters.add(end)
 
     def _wake_all(self) -> None:
-        """After appends (once per loop turn): send the new bytes to every slave, and note when
-        the log grew past its new end (``lagMs`` of a slave inside a record)."""
-        links = self.links
-        if not links:
+        """After appends (once per loop turn): note when the log grew past its new end
+        (``lagMs`` of a slave inside a record), and send the new bytes to every slave a
+        callback later, after the store's dispatch pass of this turn (as a woken sender task
+        did): the producers' answers and the ConsumeQueues come first."""
+        if not self.links:
             return
-        for link in links.values():
-            self.pump(link)
+        if not self._pump_pending:
+            self._pump_pending = True
+            self.loop.call_soon(self._pump_all)
         now_ms = time.time_ns() // 1_000_000
         marks = self._marks_ms
         if not marks or marks[-1] != now_ms:
             self._marks_offsets.append(self._store.max_phy_offset)
             marks.append(now_ms)
+
+    def _pump_all(self) -> None:
+        self._pump_pending = False
+        for link in self.links.values():
+            self.pump(link)
 
     # --- links --------------------------------------------------------------------------------
 
