@@ -3,9 +3,10 @@
 Each link (an asyncio Protocol, ``SlaveLink``) reads the slave's reports -- where to start,
 how far it holds the log -- and sends CommitLog bytes from the store's mapped files, in
 frames that never span two files, or a header-only heartbeat when idle.  Frames are written
-straight from the append notification (``MessageStore.on_appended``) while the transport is
-not paused, and a report resolves the SYNC_MASTER waits it reaches inside ``data_received``:
-a synchronous send costs one slave round trip, no polling interval and no task wake-ups.
+a callback after the append notification (``MessageStore.on_appended``), or at once for a
+SYNC_MASTER put when the slave holds everything sent to it, while the transport is not
+paused, and a report resolves the SYNC_MASTER waits it reaches inside ``data_received``:
+a synchronous send costs one slave round trip, no polling interval and no HA task wake-ups.
 A slow slave pauses the transport (above its high-water mark) and the master stops reading
 the log for it until ``resume_writing``: its memory does not grow with the slave's lag.
 
@@ -61,8 +62,8 @@ class SlaveLink(asyncio.Protocol):
     """One connected slave: what it reported and how far the master has sent.
 
     An asyncio Protocol, not streams: a report is handled inside ``data_received`` (the
-    SYNC_MASTER waits it reaches are resolved there), and frames are written straight from
-    the append notification (``HAMaster._pump``) while the transport is not paused.  One
+    SYNC_MASTER waits it reaches are resolved there), and frames are written from the append
+    notification (``HAMaster.pump``) while the transport is not paused.  One
     timer per link, re-armed only when it fires, keeps the heartbeat and housekeeping."""
 
     def __init__(self, master: HAMaster) -> None:
