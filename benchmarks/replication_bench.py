@@ -13,8 +13,13 @@ seconds of each broker process, beside the single-broker (no slave) figures of t
 * catch-up: a slave started behind a --backlog-mb backlog, MB/s until it holds it all
   (target >= 150 MB/s).
 
+With several --src trees (e.g. a worktree of an older commit) every configuration runs from
+each in turn, interleaved, and the table is printed per tree; --configs picks configurations
+(single, async, sync) and --backlog-mb 0 skips the catch-up.
+
 Run: .venv/bin/python benchmarks/replication_bench.py [--runs 3] [--sync-messages 3000]
-     [--messages 30000] [--inflight 64] [--backlog-mb 200]
+     [--messages 30000] [--inflight 64] [--backlog-mb 200] [--configs single,async,sync]
+     [--src ../old/src --src src]
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import os
 import statistics
 import sys
 import tempfile
@@ -40,18 +46,21 @@ from apogee.remoting.command import RemotingCommand  # noqa: E402
 from apogee.remoting.headers.consumer import TopicQueueRequestHeader  # noqa: E402
 from apogee.remoting.loop import run  # noqa: E402
 from benchmarks.broker_bench import cpu_seconds, pct, pipelined_sends, sync_sends  # noqa: E402
+from benchmarks.broker_cpu_bench import label  # noqa: E402
 from tests.support.processes import ServerProcess, start_namesrv  # noqa: E402
 
 T = 10_000
 
 
-def start(namesrv: str, store: Path, conf: str) -> ServerProcess:
+def start(namesrv: str, store: Path, conf: str, src: str | None = None) -> ServerProcess:
+    """A broker on a fresh ``store``; from the source tree ``src`` when given."""
     store.parent.mkdir(parents=True, exist_ok=True)
     path = store.parent / f"{store.name}.conf"
     path.write_text("brokerName=bench-ha\n" + conf)
     return ServerProcess(
         ["broker", "-n", namesrv, "-c", str(path), "--listen", "127.0.0.1:0", "--store-dir", str(store),
-         "--broker-ip", "127.0.0.1", "--log-level", "WARNING"]
+         "--broker-ip", "127.0.0.1", "--log-level", "WARNING"],
+        env={"PYTHONPATH": src} if src else None,
     ).start()
 
 
@@ -73,12 +82,13 @@ async def until(check: Callable[[], Awaitable[bool]], timeout_s: float, interval
 class Group:
     """A master (``role``) and, unless ``slave`` is False, one slave, on fresh stores."""
 
-    def __init__(self, namesrv: str, root: Path, role: str | None, slave: bool = True) -> None:
+    def __init__(self, namesrv: str, root: Path, role: str | None, slave: bool = True, src: str | None = None) -> None:
         self.root = root
-        self.master = start(namesrv, root / "master", f"brokerRole={role}\n" if role else "")
+        self.src = src
+        self.master = start(namesrv, root / "master", f"brokerRole={role}\n" if role else "", src)
         self.slave: ServerProcess | None = None
         if slave:
-            self.slave = start(namesrv, root / "slave", "brokerRole=SLAVE\nbrokerId=1\n")
+            self.slave = start(namesrv, root / "slave", "brokerRole=SLAVE\nbrokerId=1\n", src)
 
     async def linked(self, client: RemotingClient) -> None:
         if self.slave is None:
@@ -108,9 +118,9 @@ async def measured(group: Group, body: Callable[[], Awaitable[Any]]) -> tuple[An
 
 
 async def send_workloads(
-    namesrv: str, root: Path, role: str | None, slave: bool, args: argparse.Namespace
+    namesrv: str, root: Path, role: str | None, slave: bool, args: argparse.Namespace, src: str | None
 ) -> dict[str, Any]:
-    group = Group(namesrv, root, role, slave)
+    group = Group(namesrv, root, role, slave, src)
     client = RemotingClient()
     try:
         await group.linked(client)
@@ -179,15 +189,15 @@ class LagProbe:
         return pct(lags, 0.99), pct(lags, 0.5)
 
 
-async def catch_up(namesrv: str, root: Path, args: argparse.Namespace) -> dict[str, Any]:
-    group = Group(namesrv, root, None, slave=False)
+async def catch_up(namesrv: str, root: Path, args: argparse.Namespace, src: str | None) -> dict[str, Any]:
+    group = Group(namesrv, root, None, slave=False, src=src)
     client = RemotingClient()
     try:
         topic = f"Backlog{int(time.time() * 1000)}"
         n = args.backlog_mb * 1024 * 1024 // 1200
         await pipelined_sends(client, group.master.addr, topic, n, args.inflight)
         target = int((await runtime(client, group.master.addr))["commitLogMaxOffset"])
-        group.slave = start(namesrv, root / "slave", "brokerRole=SLAVE\nbrokerId=1\n")
+        group.slave = start(namesrv, root / "slave", "brokerRole=SLAVE\nbrokerId=1\n", src)
         # From the slave's ready line (its HA client starts then): process start-up excluded.
         m0, s0 = group.cpu()
         began = time.perf_counter()
@@ -212,16 +222,34 @@ def med(runs: list[dict[str, Any]], key: str) -> Any:
     return statistics.median(values)
 
 
+CONFIGS = {"single": ("single broker", None, False), "async": ("ASYNC_MASTER+slave", "ASYNC_MASTER", True),
+           "sync": ("SYNC_MASTER+slave", "SYNC_MASTER", True)}
+
+
 async def bench(namesrv: str, root: Path, args: argparse.Namespace) -> None:
-    configs = {"single broker": (None, False), "ASYNC_MASTER+slave": ("ASYNC_MASTER", True),
-               "SYNC_MASTER+slave": ("SYNC_MASTER", True)}
-    results: dict[str, list[dict[str, Any]]] = {name: [] for name in configs}
-    catchups: list[dict[str, Any]] = []
+    srcs: list[str | None] = [str(Path(s).resolve()) for s in args.src] if args.src else [None]
+    chosen = [CONFIGS[c] for c in args.configs.split(",") if c]
+    results: dict[tuple[str | None, str], list[dict[str, Any]]] = {}
+    catchups: dict[str | None, list[dict[str, Any]]] = {src: [] for src in srcs}
+    loads = [os.getloadavg()[0]]
     for i in range(args.runs):
-        for name, (role, slave) in configs.items():  # interleaved: noise hits every config alike
-            results[name].append(await send_workloads(namesrv, root / f"{i}-{name[:5]}", role, slave, args))
-        catchups.append(await catch_up(namesrv, root / f"{i}-catchup", args))
-    print(f"1 KiB bodies, medians of {args.runs}; cpu = CPU seconds per wall second (master, slave)")
+        for n, src in enumerate(srcs):
+            for name, role, slave in chosen:  # interleaved: noise hits every config and tree alike
+                results.setdefault((src, name), []).append(
+                    await send_workloads(namesrv, root / f"{i}-{n}-{name[:5]}", role, slave, args, src))
+            if args.backlog_mb:
+                catchups[src].append(await catch_up(namesrv, root / f"{i}-{n}-catchup", args, src))
+        loads.append(os.getloadavg()[0])
+    print(f"1 KiB bodies, medians of {args.runs}; cpu = CPU seconds per wall second (master, slave);"
+          f" load average (1 min) {min(loads):.2f}..{max(loads):.2f}")
+    for src in srcs:
+        if src is not None:
+            print(f"source tree {src} ({label(src)})")
+        report(src, {name: results[(src, name)] for name, _, _ in chosen}, catchups[src], args)
+
+
+def report(src: str | None, results: dict[str, list[dict[str, Any]]], catchups: list[dict[str, Any]],
+           args: argparse.Namespace) -> None:
     print(f"{'':22} {'sync/s':>8} {'p50 ms':>7} {'p99 ms':>7} {'cpu':>11} {'pipelined/s':>12} {'cpu':>11}"
           f" {'lag p50/p99 ms':>15}")
     for name, runs in results.items():
@@ -230,14 +258,16 @@ async def bench(namesrv: str, root: Path, args: argparse.Namespace) -> None:
         print(f"{name:22} {med(runs, 'sync_rate'):8.0f} {med(runs, 'sync_p50_ms'):7.3f}"
               f" {med(runs, 'sync_p99_ms'):7.3f} "
               f"{sc[0]:5.2f},{sc[1]:5.2f} {med(runs, 'pipe_rate'):12.0f} {pc[0]:5.2f},{pc[1]:5.2f} {lag:>15}")
-    sync, asyn = results["SYNC_MASTER+slave"], results["ASYNC_MASTER+slave"]
-    print(f"SYNC_MASTER / ASYNC_MASTER: sync sends {med(sync, 'sync_rate') / med(asyn, 'sync_rate'):.0%}"
-          " (target >= 70 %,"
-          f" p99 {med(sync, 'sync_p99_ms'):.3f} ms, target <= 1.5), pipelined "
-          f"{med(sync, 'pipe_rate') / med(asyn, 'pipe_rate'):.0%} (target >= 70 %)")
-    cc = med(catchups, "catchup_cpu")
-    print(f"catch-up of a {args.backlog_mb} MB backlog: {med(catchups, 'catchup_mb_s'):.0f} MB/s (target >= 150),"
-          f" cpu {cc[0]:.2f},{cc[1]:.2f}")
+    sync, asyn = results.get("SYNC_MASTER+slave"), results.get("ASYNC_MASTER+slave")
+    if sync and asyn:
+        print(f"SYNC_MASTER / ASYNC_MASTER: sync sends {med(sync, 'sync_rate') / med(asyn, 'sync_rate'):.0%}"
+              " (target >= 70 %,"
+              f" p99 {med(sync, 'sync_p99_ms'):.3f} ms, target <= 1.5), pipelined "
+              f"{med(sync, 'pipe_rate') / med(asyn, 'pipe_rate'):.0%} (target >= 70 %)")
+    if catchups:
+        cc = med(catchups, "catchup_cpu")
+        print(f"catch-up of a {args.backlog_mb} MB backlog: {med(catchups, 'catchup_mb_s'):.0f} MB/s"
+              f" (target >= 150), cpu {cc[0]:.2f},{cc[1]:.2f}")
 
 
 def main() -> None:
@@ -246,7 +276,9 @@ def main() -> None:
     parser.add_argument("--sync-messages", type=int, default=3000)
     parser.add_argument("--messages", type=int, default=30_000)
     parser.add_argument("--inflight", type=int, default=64)
-    parser.add_argument("--backlog-mb", type=int, default=200)
+    parser.add_argument("--backlog-mb", type=int, default=200, help="0: no catch-up run")
+    parser.add_argument("--configs", default="single,async,sync", help="of single, async, sync")
+    parser.add_argument("--src", action="append", help="run the brokers from this source tree (repeat to compare)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         namesrv = start_namesrv(Path(tmp) / "ns")

@@ -1,10 +1,14 @@
 """The master's HA port (RocketMQ ``HAService`` + ``HAConnection`` + ``GroupTransferService``).
 
-Each link has a reader (the slave's reports: where to start, how far it holds the log) and
-a sender (CommitLog bytes from the store's mapped files, in frames that never span two
-files; a header-only heartbeat when idle).  The sender wakes on every append
-(``MessageStore.on_appended``) and the reader resolves SYNC_MASTER waits on every report,
-so a synchronous send costs one slave round trip and no polling interval.
+Each link (an asyncio Protocol, ``SlaveLink``) reads the slave's reports -- where to start,
+how far it holds the log -- and sends CommitLog bytes from the store's mapped files, in
+frames that never span two files, or a header-only heartbeat when idle.  Frames are written
+a callback after the append notification (``MessageStore.on_appended``), or at once for a
+SYNC_MASTER put when the slave holds everything sent to it, while the transport is not
+paused, and a report resolves the SYNC_MASTER waits it reaches inside ``data_received``:
+a synchronous send costs one slave round trip, no polling interval and no HA task wake-ups.
+A slow slave pauses the transport (above its high-water mark) and the master stops reading
+the log for it until ``resume_writing``: its memory does not grow with the slave's lag.
 
 A link without a complete report for ``haHousekeepingInterval`` is dropped (a slowloris
 dripping bytes too); bytes that break the protocol end that link only.  A slave whose log
@@ -20,10 +24,9 @@ from __future__ import annotations
 import asyncio
 import bisect
 import collections
-import contextlib
 import logging
 import time
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
@@ -50,22 +53,80 @@ from apogee.store.waiters import OffsetWaiters
 
 log = logging.getLogger("apogee.broker.ha")
 
-READ_SIZE = 64 * 1024
 REFUSED_KEPT = 8  # refused/diverged peers listed in haSlaves
 MARKS_KEPT = 65536  # (max offset, time) samples for lagMs of slaves inside a record
 REASON_MAX = 512  # characters of a slave's divergence notice kept
 
 
-class SlaveLink:
-    """One connected slave: what it reported and how far the master has sent."""
+class SlaveLink(asyncio.Protocol):
+    """One connected slave: what it reported and how far the master has sent.
 
-    def __init__(self, peer: str) -> None:
-        self.peer = peer
+    An asyncio Protocol, not streams: a report is handled inside ``data_received`` (the
+    SYNC_MASTER waits it reaches are resolved there), and frames are written from the append
+    notification (``HAMaster.pump``) while the transport is not paused.  One
+    timer per link, re-armed only when it fires, keeps the heartbeat and housekeeping."""
+
+    def __init__(self, master: HAMaster) -> None:
+        self.master = master
+        self.peer = "?"
         self.acked = -1  # the slave's newest report (its CommitLog max offset)
         self.next_offset = -1  # where the next frame starts; -1 until the first report
-        self.wake = asyncio.Event()
-        self.closed = asyncio.Event()
         self.refused: str | None = None  # why the link is parked
+        self.transport: asyncio.WriteTransport | None = None
+        self.paused = False  # the transport's buffer is above its high-water mark
+        self.closed = False
+        self.reports = ReportReader()
+        self.last_report = 0.0  # loop time of the last complete report (a drip does not count)
+        self.last_write = 0.0
+        self.timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.WriteTransport, transport)  # uvloop's is not a subclass
+        peername = transport.get_extra_info("peername")
+        self.peer = f"{peername[0]}:{peername[1]}" if peername else "?"
+        self.last_report = self.last_write = self.master.loop.time()
+        self.master.linked(self)
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            reported = self.reports.feed(data)
+        except HALinkError as exc:
+            self.fail(str(exc))
+            return
+        if reported is None or self.refused is not None or self.closed:
+            return
+        self.last_report = self.master.loop.time()
+        self.master.take_report(self, reported)
+
+    def eof_received(self) -> bool:
+        log.info("HA link of slave %s closed: the slave closed the link", self.peer)
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if exc is not None:
+            log.info("HA link of slave %s closed: %s", self.peer, exc)
+        self.closed = True
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        self.master.unlinked(self)
+
+    def pause_writing(self) -> None:
+        self.paused = True
+
+    def resume_writing(self) -> None:
+        self.paused = False
+        self.master.pump(self)
+        self.master.rearm(self)
+
+    def fail(self, reason: str) -> None:
+        """End this link only (bytes that break the protocol, a silent or parked peer)."""
+        if self.closed:
+            return
+        log.warning("closing HA link of slave %s: %s", self.peer, reason)
+        self.closed = True
+        if self.transport is not None:
+            self.transport.abort()
 
 
 class Refusal:
@@ -94,13 +155,17 @@ class HAMaster:
         # The highest offset any slave holds (RocketMQ push2SlaveMaxOffset).
         self.slave_acked_offset = 0
         self._waiters: OffsetWaiters | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
+        self.loop: asyncio.AbstractEventLoop  # set by start(); links exist only after it
+        self._pump_pending = False
+        self._heartbeat_s = config.ha_send_heartbeat_interval_ms / 1000
+        self._housekeeping_s = config.ha_housekeeping_interval_ms / 1000
         self._refused: collections.deque[Refusal] = collections.deque(maxlen=REFUSED_KEPT)
         self._marks_offsets: collections.deque[int] = collections.deque(maxlen=MARKS_KEPT)
         self._marks_ms: collections.deque[int] = collections.deque(maxlen=MARKS_KEPT)
 
     async def start(self, host: str, port: int) -> int:
-        self._server = await asyncio.start_server(self._serve, host, port)
+        self.loop = asyncio.get_running_loop()
+        self._server = await self.loop.create_server(lambda: SlaveLink(self), host, port)
         self._store.on_appended = self._wake_all
         if self._sync_master:
             self._waiters = OffsetWaiters(
@@ -122,9 +187,10 @@ class HAMaster:
             self._waiters.close()
         if self._server is not None:
             self._server.close()
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for link in list(self.links.values()):
+            link.closed = True
+            if link.transport is not None:
+                link.transport.abort()
         if self._server is not None:
             await self._server.wait_closed()
 
@@ -140,94 +206,73 @@ class HAMaster:
             fut: asyncio.Future[PutStatus] = asyncio.get_running_loop().create_future()
             fut.set_result(PutStatus.SLAVE_NOT_AVAILABLE)
             return fut
+        # A slave that holds everything sent to it gets the new bytes now, in the put's own
+        # loop turn (one-at-a-time sends); a busy link takes them with the turn's other
+        # appends from the append notification (``_wake_all``), in one frame.
+        for link in self.links.values():
+            if link.acked >= link.next_offset >= 0:
+                self.pump(link)
         return waiters.add(end)
 
     def _wake_all(self) -> None:
-        """After appends (once per loop turn): wake every sender, and note when the log grew
-        past its new end (``lagMs`` of a slave inside a record)."""
-        links = self.links
-        if not links:
+        """After appends (once per loop turn): note when the log grew past its new end
+        (``lagMs`` of a slave inside a record), and send the new bytes to every slave a
+        callback later, after the store's dispatch pass of this turn (as a woken sender task
+        did): the producers' answers and the ConsumeQueues come first."""
+        if not self.links:
             return
-        for link in links.values():
-            link.wake.set()
+        if not self._pump_pending:
+            self._pump_pending = True
+            self.loop.call_soon(self._pump_all)
         now_ms = time.time_ns() // 1_000_000
         marks = self._marks_ms
         if not marks or marks[-1] != now_ms:
             self._marks_offsets.append(self._store.max_phy_offset)
             marks.append(now_ms)
 
+    def _pump_all(self) -> None:
+        self._pump_pending = False
+        for link in self.links.values():
+            self.pump(link)
+
     # --- links --------------------------------------------------------------------------------
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._tasks.add(task)
-        peername = writer.get_extra_info("peername")
-        peer = f"{peername[0]}:{peername[1]}" if peername else "?"
-        link = SlaveLink(peer)
-        self.links[peer] = link
-        log.info("slave %s connected to the HA port", peer)
-        sender = asyncio.create_task(self._send_loop(link, writer))
+    def linked(self, link: SlaveLink) -> None:
+        self.links[link.peer] = link
+        log.info("slave %s connected to the HA port", link.peer)
+        self._arm(link)
+
+    def unlinked(self, link: SlaveLink) -> None:
+        if self.links.get(link.peer) is link:
+            del self.links[link.peer]
+        if link.next_offset >= 0 and link.refused is None:
+            self.reporting -= 1
+        link.next_offset = -1
+
+    def take_report(self, link: SlaveLink, reported: int) -> None:
+        """A complete report: the first one says where streaming starts; each one resolves
+        the SYNC_MASTER waits it reaches.  A report this master cannot continue parks the
+        link (``_refuse``)."""
         try:
-            await self._read_loop(link, reader)
+            if link.next_offset < 0:
+                link.next_offset = start_offset(
+                    reported, self._store.min_phy_offset, self._store.max_phy_offset,
+                    self._config.mapped_file_size_commitlog,
+                )
+                self.reporting += 1
+                log.info("slave %s reported %d: streaming from %d", link.peer, reported, link.next_offset)
+                self.rearm(link)  # from now on heartbeats are due too
+                self.pump(link)
+            else:
+                check_report(reported, self._store.max_phy_offset)
         except HALinkError as exc:
-            log.warning("closing HA link of slave %s: %s", peer, exc)
-        except (ConnectionError, asyncio.IncompleteReadError) as exc:
-            log.info("HA link of slave %s closed: %s", peer, exc)
-        finally:
-            link.closed.set()
-            link.wake.set()
-            sender.cancel()
-            await asyncio.gather(sender, return_exceptions=True)
-            self.links.pop(peer, None)
-            if link.next_offset >= 0 and link.refused is None:
-                self.reporting -= 1
-            writer.close()
-            with contextlib.suppress(ConnectionError, OSError):
-                await writer.wait_closed()
-            self._tasks.discard(task)
-
-    async def _read_loop(self, link: SlaveLink, reader: asyncio.StreamReader) -> None:
-        reports = ReportReader()
-        housekeeping = self._config.ha_housekeeping_interval_ms / 1000
-        store = self._store
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + housekeeping  # moved by complete reports only: a drip does not count
-        while True:
-            try:
-                data = await asyncio.wait_for(reader.read(READ_SIZE), max(0.0, deadline - loop.time()))
-            except TimeoutError:
-                if link.refused is not None:
-                    raise HALinkError(f"refused link parked for {housekeeping * 1000:.0f} ms: {link.refused}") from None
-                raise HALinkError(
-                    f"no report for {housekeeping * 1000:.0f} ms (haHousekeepingInterval)"
-                ) from None
-            if not data:
-                raise ConnectionError("the slave closed the link")
-            reported = reports.feed(data)
-            if reported is None or link.refused is not None:
-                continue
-            deadline = loop.time() + housekeeping
-            try:
-                self._take_report(link, reported, store.max_phy_offset)
-            except HALinkError as exc:
-                self._refuse(link, reported, str(exc))
-
-    def _take_report(self, link: SlaveLink, reported: int, master_max: int) -> None:
-        if link.next_offset < 0:
-            link.next_offset = start_offset(
-                reported, self._store.min_phy_offset, master_max, self._config.mapped_file_size_commitlog
-            )
-            self.reporting += 1
-            log.info("slave %s reported %d: streaming from %d", link.peer, reported, link.next_offset)
-        else:
-            check_report(reported, master_max)
+            self._refuse(link, reported, str(exc))
+            return
         link.acked = reported
         if reported > self.slave_acked_offset:
             self.slave_acked_offset = reported
             if self._waiters is not None:
                 self._waiters.resolve(reported)
-        link.wake.set()
 
     def _refuse(self, link: SlaveLink, reported: int, reason: str) -> None:
         """Park ``link``: no frames, reports ignored, closed after haHousekeepingInterval."""
@@ -235,7 +280,6 @@ class HAMaster:
             self.reporting -= 1
         link.refused = reason
         link.next_offset = -1
-        link.wake.set()
         self._note_refusal(link.peer, reported, reason)
 
     def _note_refusal(self, addr: str, acked: int, reason: str) -> None:
@@ -261,43 +305,66 @@ class HAMaster:
         self._note_refusal(addr, acked, f"the slave found its log diverged: {reason}")
         return req.response(ResponseCode.SUCCESS)
 
-    async def _send_loop(self, link: SlaveLink, writer: asyncio.StreamWriter) -> None:
-        """Frames of CommitLog bytes from ``next_offset``; a heartbeat header after
-        ``haSendHeartbeatInterval`` without a write.  Nothing before the first report, nor
-        on a refused link."""
-        heartbeat = self._config.ha_send_heartbeat_interval_ms / 1000
-        batch = self._config.ha_transfer_batch_size
+    def pump(self, link: SlaveLink) -> None:
+        """Write frames of CommitLog bytes from ``next_offset`` until the log's end or until
+        the transport pauses (a slow slave: the master buffers at most its high-water mark
+        and one frame); ``resume_writing`` pumps again.  Nothing before the slave's first
+        report, nor on a refused link."""
+        transport = link.transport
+        if link.paused or link.closed or link.next_offset < 0 or transport is None or transport.is_closing():
+            return
         mfq = self._store.commitlog.mfq
-        last_write = time.monotonic()
-        try:
-            while not link.closed.is_set():
-                offset = link.next_offset
-                mf = mfq.find(offset) if offset >= 0 else None
-                size = chunk_size(offset, mf.start, mf.wrote, batch) if mf is not None else 0
-                if mf is not None and size:
-                    # A copy: the transport may keep what it cannot send at once, and the
-                    # file may be unmapped (cleanup) before then.
-                    rel = offset - mf.start
-                    writer.write(encode_header(offset, size) + bytes(mf.view[rel : rel + size]))
-                    link.next_offset = offset + size
-                    last_write = time.monotonic()
-                    await writer.drain()
-                    continue
-                link.wake.clear()
-                if offset < 0:  # nothing before the slave's first report, nor when refused
-                    await link.wake.wait()
-                    continue
-                wait = heartbeat - (time.monotonic() - last_write)
-                if wait > 0:
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(link.wake.wait(), wait)
-                    continue
-                writer.write(encode_header(offset, 0))
-                last_write = time.monotonic()
-                await writer.drain()
-        except (ConnectionError, OSError) as exc:
-            log.info("HA link of slave %s: write failed: %s", link.peer, exc)
-            writer.close()
+        batch = self._config.ha_transfer_batch_size
+        while True:
+            offset = link.next_offset
+            mf = mfq.find(offset)
+            if mf is None:
+                return
+            size = chunk_size(offset, mf.start, mf.wrote, batch)
+            if not size:
+                return
+            # One copy: the transport may keep what it cannot send at once, and the file may
+            # be unmapped (cleanup) before then.
+            rel = offset - mf.start
+            transport.write(encode_header(offset, size) + mf.view[rel : rel + size])
+            link.next_offset = offset + size
+            link.last_write = self.loop.time()
+            if link.paused or link.closed:
+                return
+
+    def rearm(self, link: SlaveLink) -> None:
+        """Move the link's timer to its deadlines now (heartbeats became due)."""
+        if link.timer is not None:
+            link.timer.cancel()
+            self._arm(link)
+
+    def _arm(self, link: SlaveLink) -> None:
+        """The link's one timer, at its next heartbeat or housekeeping deadline (no heartbeat
+        while the transport is paused: ``resume_writing`` re-arms)."""
+        due = link.last_report + self._housekeeping_s
+        if link.next_offset >= 0 and not link.paused:
+            due = min(due, link.last_write + self._heartbeat_s)
+        link.timer = self.loop.call_at(due, self._tick, link)
+
+    def _tick(self, link: SlaveLink) -> None:
+        """Housekeeping: a link without a complete report for ``haHousekeepingInterval`` is
+        dropped (a slowloris, or a parked refused link); a heartbeat header after
+        ``haSendHeartbeatInterval`` without a write."""
+        link.timer = None
+        if link.closed:
+            return
+        now = self.loop.time()
+        if now - link.last_report >= self._housekeeping_s:
+            ms = self._housekeeping_s * 1000
+            link.fail(f"refused link parked for {ms:.0f} ms: {link.refused}" if link.refused is not None
+                      else f"no report for {ms:.0f} ms (haHousekeepingInterval)")
+            return
+        transport = link.transport
+        if (link.next_offset >= 0 and not link.paused and now - link.last_write >= self._heartbeat_s
+                and transport is not None and not transport.is_closing()):
+            transport.write(encode_header(link.next_offset, 0))
+            link.last_write = now
+        self._arm(link)
 
     # --- operations view ----------------------------------------------------------------------
 

@@ -23,6 +23,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
+from typing import cast
 
 import orjson
 
@@ -37,7 +38,6 @@ from apogee.store.message_store import MessageStore
 
 log = logging.getLogger("apogee.broker.ha")
 
-READ_SIZE = 256 * 1024
 RETRY_S = 1.0  # RocketMQ waits 5 s after a failed connect; Apogee retries sooner
 DIVERGED_RETRY_S = 30.0  # a diverged slave checks again this rarely
 CHECK_TIMEOUT_MS = 5000
@@ -104,8 +104,11 @@ class HASlave:
             if not await self._checked(addr):
                 continue
             host, _, port = addr.rpartition(":")
+            loop = asyncio.get_running_loop()
             try:
-                reader, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), 5.0)
+                transport, link = await asyncio.wait_for(
+                    loop.create_connection(lambda: MasterLink(self._store, self._config, self), host, int(port)), 5.0
+                )
             except (OSError, ValueError, TimeoutError) as exc:
                 log.warning("cannot connect to the master's HA port %s: %s", addr, exc)
                 await asyncio.sleep(RETRY_S)
@@ -114,7 +117,7 @@ class HASlave:
             self.link_state = "connected"
             log.info("connected to the master's HA port %s; reporting max offset %d", addr, self._store.max_phy_offset)
             try:
-                await self._follow(reader, writer)
+                await link.ended
             except HALinkError as exc:
                 log.warning("HA link to master %s closed: %s", addr, exc)
             except StoreError as exc:
@@ -127,9 +130,7 @@ class HASlave:
                 self.connected_to = None
                 if self.link_state == "connected":
                     self.link_state = "connecting"
-                writer.close()
-                with contextlib.suppress(ConnectionError, OSError):
-                    await writer.wait_closed()
+                transport.close()
 
     # --- divergence ---------------------------------------------------------------------------
 
@@ -204,40 +205,101 @@ class HASlave:
         except (ApogeeError, OSError, TimeoutError) as exc:
             log.info("could not tell master %s about the divergence: %s", broker, exc)
 
-    # --- the link -----------------------------------------------------------------------------
 
-    async def _follow(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+class MasterLink(asyncio.Protocol):
+    """The slave's end of one HA link, an asyncio Protocol: frames are checked and appended,
+    and the new max offset reported, inside ``data_received`` -- before anything else runs
+    (the store dispatches them a loop turn later) -- so a SYNC_MASTER send waits for no task
+    wake-up here.  One timer, re-armed only when it fires, keeps the heartbeat report and
+    the housekeeping check.  ``ended`` fails with why the link ended."""
+
+    def __init__(self, store: MessageStore, config: StoreConfig, slave: HASlave) -> None:
+        self._store = store
+        self._slave = slave
+        self._file_size = config.mapped_file_size_commitlog
+        self._heartbeat_s = config.ha_send_heartbeat_interval_ms / 1000
+        self._housekeeping_s = config.ha_housekeeping_interval_ms / 1000
+        self._loop = asyncio.get_running_loop()
+        self._frames = FrameReader()
+        self._transport: asyncio.Transport | None = None
+        self._paused = False
+        self._timer: asyncio.TimerHandle | None = None
+        self.reported = -1
+        self.last_report = self.last_read = self._loop.time()
+        self.ended: asyncio.Future[None] = self._loop.create_future()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
+        self._report(self._store.max_phy_offset, self._loop.time())
+        self._arm()
+
+    def data_received(self, data: bytes) -> None:
+        if self.ended.done():
+            return
         store = self._store
-        heartbeat = self._config.ha_send_heartbeat_interval_ms / 1000
-        housekeeping = self._config.ha_housekeeping_interval_ms / 1000
-        file_size = self._config.mapped_file_size_commitlog
-        frames = FrameReader()
-        reported = store.max_phy_offset
-        writer.write(encode_report(reported))
-        await writer.drain()
-        last_report = last_read = time.monotonic()
-        while True:
-            try:
-                data = await asyncio.wait_for(reader.read(READ_SIZE), heartbeat)
-            except TimeoutError:
-                data = None
-            now = time.monotonic()
-            if data is not None:
-                if not data:
-                    raise ConnectionError("the master closed the link")
-                last_read = now
-                self.last_frame_ms = time.time_ns() // 1_000_000
-                for offset, body in frames.feed(data):
-                    check_frame(store.max_phy_offset, offset, len(body), file_size)
-                    if body:
-                        store.append_replica(offset, body)
-            elif now - last_read > housekeeping:
-                raise HALinkError(f"nothing from the master for {housekeeping * 1000:.0f} ms (haHousekeepingInterval)")
-            current = store.max_phy_offset
-            if current != reported or now - last_report >= heartbeat:
-                writer.write(encode_report(current))
-                reported, last_report = current, now
-                await writer.drain()
+        self.last_read = now = self._loop.time()
+        self._slave.last_frame_ms = time.time_ns() // 1_000_000
+        try:
+            for offset, body in self._frames.feed(data):
+                check_frame(store.max_phy_offset, offset, len(body), self._file_size)
+                if body:
+                    store.append_replica(offset, body)
+        except (HALinkError, StoreError) as exc:
+            self._end(exc)
+            return
+        current = store.max_phy_offset
+        if current != self.reported:
+            self._report(current, now)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if not self.ended.done():
+            self.ended.set_exception(exc or ConnectionError("the master closed the link"))
+
+    def pause_writing(self) -> None:
+        self._paused = True
+
+    def resume_writing(self) -> None:
+        self._paused = False
+        self._report(self._store.max_phy_offset, self._loop.time())
+        if self._timer is not None:  # heartbeats are due again
+            self._timer.cancel()
+            self._arm()
+
+    def _report(self, offset: int, now: float) -> None:
+        """Only the newest report counts, so a master that does not read gets none while the
+        transport is paused (the slave's memory does not grow); ``resume_writing`` sends it."""
+        if self._paused or self._transport is None or self._transport.is_closing():
+            return
+        self._transport.write(encode_report(offset))
+        self.reported, self.last_report = offset, now
+
+    def _arm(self) -> None:
+        due = self.last_read + self._housekeeping_s
+        if not self._paused:
+            due = min(due, self.last_report + self._heartbeat_s)
+        self._timer = self._loop.call_at(due, self._tick)
+
+    def _tick(self) -> None:
+        self._timer = None
+        if self.ended.done():
+            return
+        now = self._loop.time()
+        if now - self.last_read >= self._housekeeping_s:
+            ms = self._housekeeping_s * 1000
+            self._end(HALinkError(f"nothing from the master for {ms:.0f} ms (haHousekeepingInterval)"))
+            return
+        if now - self.last_report >= self._heartbeat_s:
+            self._report(self._store.max_phy_offset, now)
+        self._arm()
+
+    def _end(self, exc: Exception) -> None:
+        if not self.ended.done():
+            self.ended.set_exception(exc)
+        if self._transport is not None:
+            self._transport.abort()
 
 
 def _remoting_of(ha_addr: str) -> str:
