@@ -24,7 +24,7 @@ import logging
 import resource
 import time
 from collections.abc import Awaitable, Callable
-from typing import NamedTuple
+from typing import Any, NamedTuple, cast
 
 from apogee.errors import HeaderError, RemoteError
 from apogee.remoting.codec import fields_frame, request_command
@@ -51,7 +51,18 @@ class FieldsAnswer(NamedTuple):
 
 
 Answer = RemotingCommand | FieldsAnswer
-ProcessorResult = RemotingCommand | FieldsAnswer | None | Awaitable[Answer | None]
+
+
+class Deferred(NamedTuple):
+    """An answer that waits for ``future`` (a group commit's, a slave's) and is then
+    ``answer(result)``: replied from the future's done callback, with no task or coroutine
+    per request -- the cheap form of an awaitable answer, for the sends that wait most."""
+
+    future: asyncio.Future[Any]
+    answer: Callable[[Any], Answer | None]
+
+
+ProcessorResult = RemotingCommand | FieldsAnswer | Deferred | None | Awaitable[Answer | None]
 Processor = Callable[[Connection, RemotingCommand], ProcessorResult]
 
 
@@ -118,7 +129,10 @@ class RequestDispatcher:
         except Exception as exc:
             self._reply(conn, request, self._failure(request, exc))
             return
-        if (
+        if result.__class__ is Deferred:
+            future, answer = result
+            future.add_done_callback(lambda f: self._deferred_reply(conn, request, f, answer))
+        elif (
             result.__class__ is not RemotingCommand
             and result.__class__ is not FieldsAnswer
             and inspect.isawaitable(result)
@@ -127,7 +141,7 @@ class RequestDispatcher:
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
         else:
-            self._reply(conn, request, result)
+            self._reply(conn, request, cast("Answer | None", result))
 
     async def _finish(
         self,
@@ -141,6 +155,19 @@ class RequestDispatcher:
             raise
         except Exception as exc:
             response = self._failure(request, exc)
+        self._reply(conn, request, response)
+
+    def _deferred_reply(
+        self, conn: Connection, request: RemotingCommand, future: asyncio.Future[Any],
+        answer: Callable[[Any], Answer | None],
+    ) -> None:
+        if future.cancelled():  # the server is stopping: no answer, as a cancelled _finish
+            return
+        try:
+            exc = future.exception()
+            response = answer(future.result()) if exc is None else self._failure(request, cast(Exception, exc))
+        except Exception as exc2:
+            response = self._failure(request, exc2)
         self._reply(conn, request, response)
 
     @staticmethod

@@ -27,7 +27,7 @@ from apogee.remoting.codec import FrameDecoder
 from apogee.remoting.command import RemotingCommand
 from apogee.remoting.config import RemotingConfig
 from apogee.remoting.connection import Connection
-from apogee.remoting.server import Answer, RequestDispatcher
+from apogee.remoting.server import Answer, Deferred, RequestDispatcher
 from apogee.store import FlushDiskType, StoreConfig
 from apogee.store.message_store import MessageStore
 
@@ -83,7 +83,9 @@ async def call(handler: Any, conn: Connection, req: RemotingCommand) -> Answer |
     processor returns an awaitable, and an exception turned into its error answer."""
     try:
         answer = handler(conn, req)
-        if inspect.isawaitable(answer):
+        if isinstance(answer, Deferred):
+            answer = answer.answer(await answer.future)
+        elif inspect.isawaitable(answer):
             answer = await answer
     except Exception as exc:
         return RequestDispatcher._failure(req, exc)

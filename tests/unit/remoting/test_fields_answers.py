@@ -11,7 +11,7 @@ import asyncio
 from apogee.remoting.codec import FrameDecoder, encode_bytes, fields_frame_py, request_command
 from apogee.remoting.codes import SerializeType
 from apogee.remoting.command import RemotingCommand
-from apogee.remoting.server import FieldsAnswer, RequestDispatcher
+from apogee.remoting.server import Deferred, FieldsAnswer, RequestDispatcher
 from tests.support.transport import recorded_connection
 
 KEYS = ("msgId", "queueId", "queueOffset", "MSG_REGION")
@@ -83,3 +83,39 @@ def test_a_fields_answer_to_a_binary_header_request_is_binary() -> None:
 
 def test_a_oneway_request_gets_no_fields_answer() -> None:
     assert _answered(_request(oneway=True), FieldsAnswer(0, KEYS, VALUES)) == b""
+
+
+def test_a_deferred_answer_is_written_when_its_future_completes_and_errors_become_answers() -> None:
+    """``Deferred``: the processor's future (a group commit's, a slave's) decides when; its
+    result becomes the answer; a failed future is an error answer; a cancelled one (the
+    server stopping) writes nothing."""
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        futures: list[asyncio.Future[int]] = []
+
+        def processor(conn: object, req: RemotingCommand) -> Deferred:
+            fut: asyncio.Future[int] = loop.create_future()
+            futures.append(fut)
+            return Deferred(fut, lambda n: FieldsAnswer(0, ("queueOffset",), (n,)))
+
+        dispatcher = RequestDispatcher()
+        dispatcher.register(310, processor)
+        conn, transport = recorded_connection(dispatcher)
+        for opaque in (1, 2, 3):
+            req = _request()
+            req.opaque = opaque
+            conn.data_received(encode_bytes(req))
+        await asyncio.sleep(0)
+        assert transport.writes == [] and len(futures) == 3  # nothing before the futures complete
+        futures[1].set_result(41)
+        futures[0].set_exception(RuntimeError("disk gone"))
+        futures[2].cancel()
+        for _ in range(3):  # the callbacks, then the connection's end-of-turn write
+            await asyncio.sleep(0)
+        answers = {r.opaque: r for r in _decode(b"".join(transport.writes))}
+        assert set(answers) == {1, 2}
+        assert answers[2].code == 0 and answers[2].ext_fields == {"queueOffset": "41"}
+        assert answers[1].code == 1 and "disk gone" in (answers[1].remark or "")
+
+    asyncio.run(main())

@@ -63,7 +63,7 @@ from apogee.remoting.headers.send import (
     SendMessageRequestHeaderV2,
     SendMessageResponseHeader,
 )
-from apogee.remoting.server import Answer, FieldsAnswer, RequestDispatcher
+from apogee.remoting.server import Answer, Deferred, FieldsAnswer, RequestDispatcher
 from apogee.store.config import FlushDiskType, StoreConfig
 from apogee.store.inner import InnerBatch, InnerMessage, PlainMessage
 from apogee.store.message_store import MessageStore
@@ -229,12 +229,12 @@ class SendProcessor:
 
     # --- send ---------------------------------------------------------------------------------
 
-    def send_v2(self, conn: Connection, req: RemotingCommand) -> Answer | Awaitable[Answer]:
+    def send_v2(self, conn: Connection, req: RemotingCommand) -> Answer | Deferred | Awaitable[Answer]:
         """SEND_MESSAGE_V2: the C path when it applies (``_send_plain``), else ``send``."""
         answer = self._send_plain(conn, req)
         return self.send(conn, req) if answer is None else answer
 
-    def send(self, conn: Connection, req: RemotingCommand) -> Answer | Awaitable[Answer]:
+    def send(self, conn: Connection, req: RemotingCommand) -> Answer | Deferred | Awaitable[Answer]:
         """Answer at once under ASYNC_FLUSH; under SYNC_FLUSH return an awaitable that
         answers when the group commit has made the message durable (and, for a send that
         created its topic, the topic table).  Every refusal comes before any table changes."""
@@ -312,7 +312,7 @@ class SendProcessor:
     def _answer(
         self, req: RemotingCommand, result: PutResult, durable: Awaitable[PutStatus] | None, queue_id: int,
         table_version: int,
-    ) -> Answer | Awaitable[Answer]:
+    ) -> Answer | Deferred | Awaitable[Answer]:
         if durable is None:
             return self._response(req, result, queue_id=queue_id)
         if table_version:
@@ -340,7 +340,7 @@ class SendProcessor:
 
     def _send_plain(
         self, conn: Connection, req: RemotingCommand
-    ) -> Answer | Awaitable[Answer] | None:
+    ) -> Answer | Deferred | Awaitable[Answer] | None:
         """The common SEND_MESSAGE_V2, stored by one C call; None declines and the full path
         (``send``) decides and answers, refusals included.
 
@@ -418,10 +418,22 @@ class SendProcessor:
         self._plain[topic] = plain  # existing topics only: bounded by the topic table
         return plain
 
-    async def _after_flush(
+    def _after_flush(
+        self, req: RemotingCommand, result: PutResult, durable: Awaitable[PutStatus], queue_id: int
+    ) -> Deferred | Awaitable[Answer]:
+        """The answer once the put is durable (SYNC_FLUSH) and/or held by a slave
+        (SYNC_MASTER): a ``Deferred`` on the store's future, answered from its done callback
+        (no task per send), or a coroutine when the store combines two waits."""
+        if isinstance(durable, asyncio.Future):
+            return Deferred(durable, lambda status: self._durable_response(req, result, queue_id, status))
+        return self._await_durable(req, result, durable, queue_id)
+
+    async def _await_durable(
         self, req: RemotingCommand, result: PutResult, durable: Awaitable[PutStatus], queue_id: int
     ) -> Answer:
-        status = await durable
+        return self._durable_response(req, result, queue_id, await durable)
+
+    def _durable_response(self, req: RemotingCommand, result: PutResult, queue_id: int, status: PutStatus) -> Answer:
         if status is not PutStatus.PUT_OK:
             result.status = status
         return self._response(req, result, queue_id=queue_id)
@@ -477,7 +489,7 @@ class SendProcessor:
         config: TopicConfigData,
         new_topic: bool,
         body: bytes,
-    ) -> Answer | Awaitable[Answer]:
+    ) -> Answer | Deferred | Awaitable[Answer]:
         refusal = rules.batch_refusal(h.topic, len(body))
         if refusal is not None:
             return self._refuse(req, refusal)

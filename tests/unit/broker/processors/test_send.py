@@ -26,7 +26,7 @@ from apogee.remoting.headers.send import (
     SendMessageRequestHeader,
     SendMessageRequestHeaderV2,
 )
-from apogee.remoting.server import FieldsAnswer, RequestDispatcher
+from apogee.remoting.server import Deferred, FieldsAnswer, RequestDispatcher
 from apogee.store import FlushDiskType
 from tests.support.wire import send_request
 from tests.unit.broker.harness import Tables, answered, call, connection
@@ -116,8 +116,8 @@ async def test_a_send_to_a_new_topic_creates_it_from_the_template_and_says_so(ta
 async def test_under_sync_flush_the_answer_waits_for_the_disk(tables: Tables) -> None:
     tables.topics.put(TopicConfigData("T", 4, 4))
     answer = processor(tables).send(connection(), v1_send("T"))
-    assert not isinstance(answer, (FieldsAnswer, RemotingCommand))  # an awaitable
-    fields(await answer)
+    assert isinstance(answer, Deferred) and not answer.future.done()  # answered once the disk has it
+    fields(answer.answer(await answer.future))
 
 
 @pytest.mark.parametrize(("topic", "code", "remark"), [
