@@ -73,7 +73,8 @@ check: $(STAMP)
 # APOGEE_REQUIRE_NATIVE: a C extension that failed to build fails the run instead of being
 # silently replaced by the pure-Python path.  Two pytest-xdist workers: most of a test's time
 # is spent waiting on servers, JVMs and the C++ client, so two run side by side on 2 cores.
-# One worker runs the Spark tests with the one Spark session, the other the rest, a module at
+# One worker runs the Spark tests with the one Spark session (and the failover trial, to even
+# the two out), the other the rest, a module at
 # a time, longest first (tests/conftest.py; no reorder by size).
 pytest: $(STAMP) $(INTEROP_STAMP)
 	APOGEE_REQUIRE_NATIVE=1 $(PY) -m pytest -n 2 --dist loadscope --no-loadscope-reorder

@@ -37,10 +37,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items.sort(key=_weight)
 
 
+# Run on the Spark worker too: the Spark tests take about as long as all the others together,
+# so the longest non-Spark module (the failover trial, ~25 s) evens the two workers out.
+_WITH_SPARK = ("tests/spark/", "tests/interop/test_ha_failover.py")
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """`make test` (``-n 2 --dist loadscope``): each module goes to one worker, so its servers
-    start once, and every test under tests/spark/ goes to the same worker, so one Spark
+    start once, and every test under tests/spark/ (and ``_WITH_SPARK``) goes to the same worker, so one Spark
     session (a JVM of ~3 GB that takes seconds to start) serves them all while the other
     worker runs the rest.  (``--dist loadgroup`` would say the same with marks, but does not
     group at all with pytest 9.2: pytest-xdist issue 1386.)"""
@@ -50,6 +55,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
     class SparkTogether(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return "tests/spark" if nodeid.startswith("tests/spark/") else super()._split_scope(nodeid)
+            if nodeid.startswith(_WITH_SPARK):
+                return "tests/spark"
+            return super()._split_scope(nodeid)
 
     return SparkTogether(config, log)
