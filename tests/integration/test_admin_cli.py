@@ -241,6 +241,11 @@ def test_groups_offsets_and_connections(cluster: Cluster) -> None:
     admin(ns, "deleteSubGroup", "-b", cluster.master.addr, "-g", group)
     failed = admin(ns, "getConsumerConfig", "-g", group, ok=False)
     assert "does not exist" in failed.stderr
+    assert admin_json(ns, "consumerProgress", "-g", group, "-t", topic)["queues"]  # its offsets stay
+    # -r true (removeOffset): the group's committed offsets go too, so no broker knows it any more
+    admin(ns, "deleteSubGroup", "-b", cluster.master.addr, "-g", dest, "-r", "true")
+    gone = admin(ns, "consumerProgress", "-g", dest, ok=False)
+    assert "does not exist" in gone.stderr
 
 
 def test_connections_of_live_clients(cluster: Cluster) -> None:

@@ -79,6 +79,12 @@ class ConsumerOffsetManager:
     def topics_of_group(self, group: str) -> set[str]:
         return {k.split(SEPARATOR, 1)[0] for k in self.table if k.split(SEPARATOR, 1)[1] == group}
 
+    def remove_group(self, group: str) -> None:
+        """Every committed offset of ``group`` (RocketMQ's removeOffset: deleteSubGroup -r)."""
+        for key in [k for k in self.table if k.split(SEPARATOR, 1)[1] == group]:
+            del self.table[key]
+            self.file.version += 1
+
     def remove_topic(self, topic: str) -> None:
         for key in [k for k in self.table if k.split(SEPARATOR, 1)[0] == topic]:
             del self.table[key]

@@ -51,6 +51,7 @@ from apogee.remoting.codes import (
 )
 from apogee.remoting.command import RemotingCommand
 from apogee.remoting.connection import Connection
+from apogee.remoting.fields import parse_bool
 from apogee.remoting.headers.consumer import (
     CreateTopicRequestHeader,
     DeleteTopicRequestHeader,
@@ -482,11 +483,17 @@ class AdminProcessor:
         refused = self._slave_refusal(req)
         if refused is not None:
             return refused
-        name = (req.ext_fields or {}).get("groupName")
+        fields = req.ext_fields or {}
+        name = fields.get("groupName")
         if not name:
             raise HeaderError("the custom field <groupName> is null")
+        remove_offset = parse_bool("removeOffset", fields.get("removeOffset", "false"))
         self._subscriptions.delete(name)
-        return await self._saved(req, self._subscriptions.file)
+        answer = await self._saved(req, self._subscriptions.file)
+        if not remove_offset or answer.code != ResponseCode.SUCCESS:
+            return answer
+        self._offsets.remove_group(name)  # deleteSubGroup -r (RocketMQ's removeOffset)
+        return await self._saved(req, self._offsets.file)
 
     async def reset_offset(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         """Rewind (or forward) a group on a topic to a time, and tell its live consumers.
