@@ -86,7 +86,7 @@ class StoreReader:
             result.status = GetStatus.OFFSET_OVERFLOW_ONE
         elif offset > max_off:
             result.status = GetStatus.OFFSET_OVERFLOW_BADLY
-            result.next_begin_offset = min_off if min_off == 0 else max_off
+            result.next_begin_offset = max_off  # RocketMQ 4.9.8 (older releases sent 0 when min was 0)
         else:
             buf = cq.get_index_buffer(offset)
             if buf is None:
