@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import socket
 import subprocess
 import sys
 import urllib.request
@@ -17,7 +18,7 @@ def apogee(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "apogee", *args], capture_output=True, text=True, timeout=timeout)
 
 
-@pytest.mark.parametrize("command", [[], ["namesrv"], ["broker"], ["dev"], ["demo"]])
+@pytest.mark.parametrize("command", [[], ["namesrv"], ["broker"], ["dev"], ["demo"], ["dashboard"]])
 def test_help_everywhere(command: list[str]) -> None:
     result = apogee(*command, "--help")
     assert result.returncode == 0 and "Usage:" in result.stdout
@@ -68,15 +69,29 @@ def test_bad_config_value_is_one_clear_line(tmp_path: Path) -> None:
 
 def test_dev_runs_namesrv_and_broker_in_one_process(tmp_path: Path) -> None:
     with ServerProcess(["dev", "--dir", str(tmp_path / "dev"), "--namesrv-listen", "127.0.0.1:0",
-                        "--broker-listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"]) as dev:
+                        "--broker-listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0",
+                        "--dashboard-listen", "127.0.0.1:0"]) as dev:
         assert "broker 127.0.0.1:" in dev.ready_line
         # /metrics is on in dev: the ready line gives the NameServer's and the broker's URLs.
         urls = re.findall(r"http://127\.0\.0\.1:\d+/metrics", dev.ready_line)
         assert len(urls) == 2, dev.ready_line
         texts = [urllib.request.urlopen(url, timeout=10).read().decode() for url in urls]
         assert "apogee_namesrv_topics" in texts[0] and "rocketmq_producer_offset" in texts[1]
+        # So is the web dashboard, on the dev NameServer: its cluster page lists the broker.
+        (dashboard,) = re.findall(r"dashboard (http://127\.0\.0\.1:\d+/)", dev.ready_line)
+        assert "broker-a" in urllib.request.urlopen(dashboard + "cluster", timeout=10).read().decode()
         assert dev.stop() == 0
     assert (tmp_path / "dev" / "store" / "config" / "topics.json").exists()
+
+
+def test_a_dashboard_on_a_busy_port_says_so_in_one_line() -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = apogee("dashboard", "-n", "127.0.0.1:9876", "--listen", f"127.0.0.1:{port}")
+    assert result.returncode == 4, result.stderr
+    assert result.stderr.strip().endswith(f"error: cannot start: dashboard on 127.0.0.1:{port}: Address already in use")
 
 
 @pytest.mark.spark
