@@ -168,6 +168,29 @@ async def test_apogee_client_produces_and_consumes_over_tls(cluster: Cluster) ->
     assert sorted(got) == sorted(f"secret-{i}".encode() for i in range(10))
 
 
+def test_spark_connector_tls_options_reach_the_enforcing_broker(cluster: Cluster) -> None:
+    """The connector's runtime (no Spark needed): its TLS options pick a client that speaks TLS."""
+    from apogee.spark import runtime
+    from apogee.spark.broker import Cluster as SparkCluster
+    from apogee.spark.options import parse_source_options
+
+    topic = unique("TlsSpark")
+    opts = parse_source_options({"namesrv": cluster.namesrv.addr, "topic": topic, "tlsCaFile": str(cluster.certs.ca)},
+                                streaming=False)
+
+    async def produce_then_ask() -> int:
+        async with Producer("tls-spark", cluster.namesrv.addr, tls=opts.tls) as producer:
+            sent = await producer.send(Message(topic, b"x"))
+        api = runtime.runtime().api_for(opts.tls)
+        route = await SparkCluster(api, opts.namesrv, opts.request_timeout_ms).route(topic)
+        return await api.get_max_offset(route.broker_datas[0].broker_addrs[0], topic, sent.message_queue.queue_id)
+
+    try:
+        assert runtime.run(produce_then_ask(), 30) >= 1
+    finally:
+        runtime.shutdown()
+
+
 async def test_server_name_option_checks_the_certificate_for_that_name(cluster: Cluster) -> None:
     """A certificate for "localhost" reached at 127.0.0.1: the server name is what is checked."""
     for name, works in (("wrong.example", False), ("localhost", True)):
