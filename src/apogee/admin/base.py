@@ -100,9 +100,7 @@ class AdminBase:
         self, namesrv_addr: str, *, timeout_ms: int = TIMEOUT_MS, tls: TlsClientConfig | None = None
     ) -> None:
         """``tls``: TLS to the NameServers and brokers (docs/security.md, TLS); None: plain."""
-        self.config = ClientConfig(namesrv_addr=namesrv_addr, instance_name=f"admin-{id(self)}")
-        if tls is not None:
-            self.config.tls = tls
+        self.config = ClientConfig(namesrv_addr=namesrv_addr, instance_name=f"admin-{id(self)}", tls=tls)
         self.timeout_ms = timeout_ms
         self._instance: ClientInstance | None = None
 

@@ -8,7 +8,8 @@ import pytest
 
 from apogee.cli.broker import load_broker_conf
 from apogee.common.config import apply
-from apogee.errors import ConfigError
+from apogee.errors import ConfigError, RemoteProtocolError
+from apogee.remoting.codec import FrameDecoder
 from apogee.remoting.tls_config import (
     TLS_HANDSHAKE_RECORD,
     ClientAuth,
@@ -87,3 +88,12 @@ def test_unknown_keys_in_tls_config_file_are_named(tmp_path: Path) -> None:
 
 def test_key_passwords_are_secret() -> None:
     assert secret_keys(TlsServerConfig(), TlsClientConfig()) == {"tls.server.keyPassword", "tls.client.keyPassword"}
+
+
+def test_a_tls_client_on_a_plain_port_is_told_apart_from_a_bad_frame() -> None:
+    client_hello_start = bytes([TLS_HANDSHAKE_RECORD, 3, 1, 2, 0, 1, 0, 1, 0xFC, 3, 3])
+    with pytest.raises(RemoteProtocolError, match="a TLS handshake: the peer speaks TLS, this port does not"):
+        FrameDecoder().feed(client_hello_start)
+    with pytest.raises(RemoteProtocolError) as plain_garbage:
+        FrameDecoder().feed(b"\x7f\x00\x00\x00rest")
+    assert "TLS" not in str(plain_garbage.value)
