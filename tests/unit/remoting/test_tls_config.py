@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
-from apogee.cli.broker import load_broker_conf
+from apogee.cli.broker import broker_command, load_broker_conf
 from apogee.common.config import apply
 from apogee.errors import ConfigError, RemoteProtocolError
 from apogee.remoting.codec import FrameDecoder
@@ -97,3 +98,16 @@ def test_a_tls_client_on_a_plain_port_is_told_apart_from_a_bad_frame() -> None:
     with pytest.raises(RemoteProtocolError) as plain_garbage:
         FrameDecoder().feed(b"\x7f\x00\x00\x00rest")
     assert "TLS" not in str(plain_garbage.value)
+
+
+def test_broker_options_override_the_file_and_print_config_hides_key_passwords(tmp_path: Path) -> None:
+    conf = tmp_path / "broker.conf"
+    conf.write_text("tls.server.mode=permissive\ntls.server.keyPassword=hunter2\ntls.client.keyPassword=hunter3\n")
+    result = CliRunner().invoke(
+        broker_command,
+        ["-c", str(conf), "-p", "--tls-mode", "enforcing", "--tls-cert", "/c.pem", "--tls-key", "/k.pem"],
+    )
+    assert result.exit_code == 0, result.output
+    assert "tls.server.mode=ENFORCING" in result.output and "tls.server.certPath=/c.pem" in result.output
+    assert "tls.server.keyPassword=***" in result.output and "tls.client.keyPassword=***" in result.output
+    assert "hunter" not in result.output
