@@ -3,9 +3,10 @@ TLS, bad handshakes, certificate reload on SIGHUP, Apogee's clients and admin CL
 replication over TLS.
 
 One cluster for the module, certificates made by ``openssl`` in a temporary directory:
-a permissive NameServer, an enforcing broker (TLS on its HA port too, a short handshake
+an enforcing NameServer, an enforcing broker (TLS on its HA port too, a short handshake
 timeout) with a slave for the HA test, and a permissive broker that asks TLS clients for a
-certificate (mutual TLS).
+certificate (mutual TLS).  Both brokers register over TLS (``tls.enable``).  A permissive
+NameServer serving the C++ client in plain text: tests/interop/test_cpp_tls_permissive.py.
 """
 
 from __future__ import annotations
@@ -79,13 +80,13 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     shutil.copy(certs.server_key, key)
     started: list[ServerProcess] = []
     try:
-        namesrv = start_namesrv(root / "ns", "--tls-mode", "permissive", "--tls-cert", str(certs.server_cert),
+        namesrv = start_namesrv(root / "ns", "--tls-mode", "enforcing", "--tls-cert", str(certs.server_cert),
                                 "--tls-key", str(certs.server_key))
         started.append(namesrv)
         master = start_broker(namesrv.addr, root / "master", enforcing_conf(certs, cert, key))
         started.append(master)
         mtls = start_broker(namesrv.addr, root / "mtls", "brokerName=tls-m\n" + server_conf(
-            certs, "permissive", client_auth="require"))
+            certs, "permissive", client_auth="require") + f"tls.enable=true\ntls.client.trustCertPath={certs.ca}\n")
         started.append(mtls)
         yield Cluster(root, certs, namesrv, master, mtls, cert, key)
     finally:
@@ -126,26 +127,28 @@ def test_enforcing_broker_closes_a_plain_connection_and_answers_tls(cluster: Clu
     assert b"commitLogMaxOffset" in answer.body_bytes()
 
 
-def test_permissive_namesrv_serves_plain_and_tls_on_one_port(cluster: Cluster) -> None:
+def test_enforcing_namesrv_closes_a_plain_connection_and_answers_tls(cluster: Cluster) -> None:
     request = RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO)
     with socket.create_connection(("127.0.0.1", cluster.namesrv.port), timeout=5) as plain:
-        plain_answer = call(plain, request)
+        with pytest.raises(OSError):
+            call(plain, request)
+    block_until(lambda: logged(cluster.namesrv, "plain-text connection on a port that takes TLS only"), 10,
+                "the NameServer's log line")
     with tls_socket(cluster, cluster.namesrv.port) as sock:
-        tls_answer = call(sock, request)
-    assert plain_answer.code == tls_answer.code == ResponseCode.SUCCESS
-    # Both brokers registered: the enforcing one over TLS (tls.enable), the other in plain text.
-    for answer in (plain_answer, tls_answer):
-        assert b"tls-a" in answer.body_bytes() and b"tls-m" in answer.body_bytes()
+        answer = call(sock, request)
+    assert answer.code == ResponseCode.SUCCESS
+    # Both brokers registered over TLS (tls.enable).
+    assert b"tls-a" in answer.body_bytes() and b"tls-m" in answer.body_bytes()
 
 
-def test_mutual_tls_refuses_a_client_without_a_certificate_and_accepts_one_with(cluster: Cluster) -> None:
+def test_permissive_port_serves_plain_and_tls_and_mutual_tls_wants_a_certificate(cluster: Cluster) -> None:
     port = cluster.mtls.port
     with tls_socket(cluster, port) as anonymous, pytest.raises((ssl.SSLError, ConnectionError)):
         call(anonymous, runtime_info())  # TLS 1.3: the refusal arrives after the client's handshake
     block_until(lambda: logged(cluster.mtls, "TLS handshake failed"), 10, "the broker's log line")
     with tls_socket(cluster, port, with_cert=True) as sock:
         assert call(sock, runtime_info()).code == ResponseCode.SUCCESS
-    with socket.create_connection(("127.0.0.1", port), timeout=5) as plain:  # permissive: plain still served
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as plain:  # permissive: plain on the same port
         assert call(plain, runtime_info()).code == ResponseCode.SUCCESS
 
 
