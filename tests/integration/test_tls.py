@@ -129,9 +129,8 @@ def test_enforcing_broker_closes_a_plain_connection_and_answers_tls(cluster: Clu
 
 def test_enforcing_namesrv_closes_a_plain_connection_and_answers_tls(cluster: Cluster) -> None:
     request = RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO)
-    with socket.create_connection(("127.0.0.1", cluster.namesrv.port), timeout=5) as plain:
-        with pytest.raises(OSError):
-            call(plain, request)
+    with socket.create_connection(("127.0.0.1", cluster.namesrv.port), timeout=5) as plain, pytest.raises(OSError):
+        call(plain, request)
     block_until(lambda: logged(cluster.namesrv, "plain-text connection on a port that takes TLS only"), 10,
                 "the NameServer's log line")
     with tls_socket(cluster, cluster.namesrv.port) as sock:
