@@ -21,7 +21,12 @@ tests/interop/clients/cpp_client.py) runs W1, W2, W3 and W5 on the same broker f
 With --trace the producers of W1, W2 and W5 write message traces (enable_msg_trace; W1 also
 reports the trace records dropped because the dispatcher's queue was full).
 
+With --tls the NameServer and broker run in TLS permissive mode (certificates made by openssl
+in the temporary directory), and W1 and W2 run a second time with TLS clients (W1tls, W2tls)
+beside the plain ones, on the same broker.
+
 Run:  .venv/bin/python benchmarks/client_bench.py [--only W1,W3] [--runs 3] [--messages 500000] [--cpp] [--trace]
+      [--tls]
 """
 
 from __future__ import annotations
@@ -50,10 +55,12 @@ from apogee.client import (  # noqa: E402
     Producer,
     PullConsumer,
     PushConsumer,
+    TlsClientConfig,
 )
 from apogee.client.consumer.offset_store import ReadOffsetType  # noqa: E402
 from apogee.remoting.loop import run  # noqa: E402
 from tests.support.processes import ServerProcess, start_namesrv  # noqa: E402
+from tests.support.tls import make_certs  # noqa: E402
 
 CLK = os.sysconf("SC_CLK_TCK")
 
@@ -105,9 +112,9 @@ def pct(values: list[float], q: float) -> float:
 W1_WARMUP = 1000
 
 
-async def w1(ns: str, topic: str, n: int, trace: bool = False) -> tuple[float, dict[str, float]]:
+async def w1(ns: str, topic: str, n: int, trace: bool = False, **client: Any) -> tuple[float, dict[str, float]]:
     body = b"x" * 1024
-    async with Producer("bench_w1", ns, default_topic_queue_nums=8, enable_msg_trace=trace) as p:
+    async with Producer("bench_w1", ns, default_topic_queue_nums=8, enable_msg_trace=trace, **client) as p:
         for _ in range(W1_WARMUP):
             await p.send(Message(topic, body))
         lat = []
@@ -123,9 +130,11 @@ async def w1(ns: str, topic: str, n: int, trace: bool = False) -> tuple[float, d
     return rate, extra
 
 
-async def produce_async(ns: str, topic: str, n: int, size: int, group: str, trace: bool = False) -> float:
+async def produce_async(
+    ns: str, topic: str, n: int, size: int, group: str, trace: bool = False, **client: Any
+) -> float:
     body = b"x" * size
-    async with Producer(group, ns, default_topic_queue_nums=8, enable_msg_trace=trace) as p:
+    async with Producer(group, ns, default_topic_queue_nums=8, enable_msg_trace=trace, **client) as p:
         await p.send(Message(topic, body))
         start = time.perf_counter()
         last = None
@@ -335,12 +344,18 @@ async def bench(ns: str, broker_pid: int | None, args: argparse.Namespace) -> No
             "W1", "sync send 1 KiB, one at a time (msgs/s)",
             lambda r: w1(ns, f"BenchW1_{tag}_{r}", args.sync_messages, args.trace),
         )
+        if args.tls:
+            await measure("W1tls", "  the same with TLS", lambda r: w1(
+                ns, f"BenchW1tls_{tag}_{r}", args.sync_messages, args.trace, tls=args.tls))
     if "W2" in only or "W3" in only:
         await measure(
             "W2",
             f"send_async auto-batched 1 KiB x {args.messages} (msgs/s)",
             lambda r: produce_async(ns, f"BenchW2_{tag}_{r}", args.messages, 1024, "bench_w2", args.trace),
         )
+        if args.tls:
+            await measure("W2tls", "  the same with TLS", lambda r: produce_async(
+                ns, f"BenchW2tls_{tag}_{r}", args.messages, 1024, "bench_w2", args.trace, tls=args.tls))
     if "W3" in only:
         for r in range(args.runs):  # the backlog must be fully dispatched before W3 is timed
             await wait_dispatched(ns, f"BenchW2_{tag}_{r}", args.messages + 1)
@@ -403,14 +418,22 @@ def main() -> None:
     parser.add_argument("--cpp-sync-messages", type=int, default=5_000)
     parser.add_argument("--cpp-messages", type=int, default=20_000)
     parser.add_argument("--trace", action="store_true", help="W1, W2, W5 with enable_msg_trace (message traces)")
+    parser.add_argument("--tls", action="store_true", help="also W1 and W2 with TLS (servers in permissive mode)")
     args = parser.parse_args()
     if args.namesrv:
+        args.tls = None
         run(bench(args.namesrv, None, args))
         return
     with tempfile.TemporaryDirectory() as tmp:
         conf = Path(tmp) / "broker.conf"
         conf.write_text(BROKER_CONF)
-        namesrv = start_namesrv(Path(tmp) / "ns")
+        tls_options: list[str] = []
+        if args.tls:
+            certs = make_certs(Path(tmp) / "certs")
+            tls_options = ["--tls-mode", "permissive", "--tls-cert", str(certs.server_cert),
+                           "--tls-key", str(certs.server_key)]
+            args.tls = TlsClientConfig(enable=True, ca_file=str(certs.ca))
+        namesrv = start_namesrv(Path(tmp) / "ns", *tls_options)
         broker = ServerProcess(
             [
                 "broker",
@@ -426,6 +449,7 @@ def main() -> None:
                 "127.0.0.1",
                 "--log-level",
                 "WARNING",
+                *tls_options,
             ]
         ).start()
         try:

@@ -282,3 +282,21 @@ def test_missing_or_old_java_is_one_line(tmp_path: Path) -> None:
         demo.stdout.strip().startswith("apogee demo: Spark needs Java 17+")
         and len(demo.stdout.strip().splitlines()) == 1
     )
+
+
+def test_tls_options() -> None:
+    plain = parse_source_options({"namesrv": "h:1", "topic": "T"}, streaming=False)
+    assert plain.tls is None
+    opts = parse_source_options({"namesrv": "h:1", "topic": "T", "tlsCaFile": "/ca.pem"}, streaming=False)
+    assert opts.tls is not None and opts.tls.enable and opts.tls.ca_file == "/ca.pem" and opts.tls.verifies
+    sink = parse_sink_options(
+        {"namesrv": "h:1", "tls": "true", "tlsVerify": "false", "tlsCertFile": "/c.pem", "tlsKeyFile": "/k.pem",
+         "tlsServerName": "localhost"}, streaming=False,
+    )
+    assert sink.tls is not None and not sink.tls.verifies
+    assert (sink.tls.cert_file, sink.tls.key_file, sink.tls.server_name) == ("/c.pem", "/k.pem", "localhost")
+    assert parse_sink_options({"namesrv": "h:1", "tls": "false", "tlsCaFile": "/ca.pem"}, streaming=False).tls is None
+    with pytest.raises(ApogeeSparkError, match="tlsKeyFile needs tlsCertFile"):
+        parse_source_options({"namesrv": "h:1", "topic": "T", "tlsKeyFile": "/k.pem"}, streaming=False)
+    with pytest.raises(ApogeeSparkError, match="did you mean 'tlsCaFile'"):
+        parse_source_options({"namesrv": "h:1", "topic": "T", "tlsCAFiles": "/ca.pem"}, streaming=False)

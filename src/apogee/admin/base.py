@@ -31,6 +31,7 @@ from apogee.errors import (
 from apogee.remoting.bodies.route import BrokerData, TopicRouteData, decode_cluster_info, decode_topic_list
 from apogee.remoting.codes import RequestCode, ResponseCode
 from apogee.remoting.command import RemotingCommand
+from apogee.remoting.tls_config import TlsClientConfig
 
 TIMEOUT_MS = 5000
 
@@ -95,8 +96,11 @@ class ClusterView:
 class AdminBase:
     """Connections, NameServer and broker calls with diagnosed failures, routes and clusters."""
 
-    def __init__(self, namesrv_addr: str, *, timeout_ms: int = TIMEOUT_MS) -> None:
-        self.config = ClientConfig(namesrv_addr=namesrv_addr, instance_name=f"admin-{id(self)}")
+    def __init__(
+        self, namesrv_addr: str, *, timeout_ms: int = TIMEOUT_MS, tls: TlsClientConfig | None = None
+    ) -> None:
+        """``tls``: TLS to the NameServers and brokers (docs/security.md, TLS); None: plain."""
+        self.config = ClientConfig(namesrv_addr=namesrv_addr, instance_name=f"admin-{id(self)}", tls=tls)
         self.timeout_ms = timeout_ms
         self._instance: ClientInstance | None = None
 

@@ -53,6 +53,7 @@ from apogee.remoting.config import RemotingConfig
 from apogee.remoting.config_requests import ConfigRequestProcessor
 from apogee.remoting.connection import Connection
 from apogee.remoting.server import RemotingServer, RequestDispatcher
+from apogee.remoting.tls import TlsContexts
 from apogee.store.config import StoreConfig
 from apogee.store.message_store import MessageStore
 
@@ -67,9 +68,11 @@ class BrokerController:
         remoting: RemotingConfig | None = None,
         *,
         config_file: Path | None = None,
+        tls: TlsContexts | None = None,
     ) -> None:
         """``config_file``: the broker.conf given with ``-c``, where runtime config changes
-        persist (default ``<storePathRootDir>/config/broker.properties``)."""
+        persist (default ``<storePathRootDir>/config/broker.properties``); ``tls``: the TLS of
+        the remoting port, the HA port and the broker's own requests (docs/security.md)."""
         config.validate_role()
         self.config = config
         self.store_config = store_config
@@ -112,10 +115,11 @@ class BrokerController:
             config, self.store, self.offsets, self.clients, self.address, max_delay_level
         )
         self.dispatcher = RequestDispatcher()
+        self.tls = tls
         self.server = RemotingServer(
-            self.dispatcher, self.remoting_config, on_connection_closed=self._connection_closed
+            self.dispatcher, self.remoting_config, on_connection_closed=self._connection_closed, tls=tls
         )
-        self.outbound = RemotingClient(self.remoting_config)
+        self.outbound = RemotingClient(self.remoting_config, tls=tls.outbound if tls is not None else None)
         self.registrar: NamesrvRegistrar | None = None
         # Each processor gets what it uses; the controller only wires them.
         # brokerStatsEnable=false (Apogee's, to measure their cost): statistics that count nothing.
@@ -175,6 +179,7 @@ class BrokerController:
             self.ha_slave = HASlave(
                 self.store, store_config, self._master_ha_address, outbound=self.outbound,
                 master_broker=lambda: self._learnt_master, own_addr=lambda: self.broker_addr,
+                tls=lambda: tls.ha if tls is not None else None,
             )
             self.slave_sync = SlaveSynchronize(
                 self.outbound, own_addr=lambda: self.broker_addr, topics=self.topics,
@@ -183,7 +188,8 @@ class BrokerController:
             )
         else:
             self.ha_master = HAMaster(
-                self.store, store_config, sync_master=config.broker_role is BrokerRole.SYNC_MASTER
+                self.store, store_config, sync_master=config.broker_role is BrokerRole.SYNC_MASTER,
+                tls=tls if tls is not None and tls.server_config.ha_enable else None,
             )
             self.ha_master.register_with(self.dispatcher)
 
@@ -294,6 +300,15 @@ class BrokerController:
             version = self.topics.data_version
             self.topics.data_version = DataVersion(int(time.time() * 1000), version.counter + 1)
             self.registrar_trigger()
+
+    def reload_tls(self) -> None:
+        """SIGHUP: new certificates for the connections accepted or opened from now on; open
+        ones keep theirs (``TlsContexts.reload``)."""
+        if self.tls is None:
+            log.info("SIGHUP: no TLS configured, nothing to reload")
+            return
+        if self.tls.reload():
+            self.outbound.tls = self.tls.outbound
 
     def registrar_trigger(self) -> None:
         if self.registrar is not None:

@@ -12,20 +12,26 @@ from apogee.broker.config import BrokerConfig, BrokerRole
 from apogee.broker.config_update import default_config_path
 from apogee.cli.serve import serve, setup_logging
 from apogee.cli.status import ExitStatus
+from apogee.cli.tls import tls_server_options
 from apogee.common.config import apply, describe, known_keys, load_file, unknown_keys_error
 from apogee.common.metrics_http import metrics_address
 from apogee.errors import ConfigError
 from apogee.remoting.config import RemotingConfig, parse_listen
+from apogee.remoting.tls import TlsContexts, tls_contexts
+from apogee.remoting.tls_config import TlsClientConfig, TlsServerConfig, secret_keys
 from apogee.store.config import StoreConfig
 
 log = logging.getLogger("apogee.cli.broker")
 
 
-def load_broker_conf(path: str | None) -> tuple[BrokerConfig, StoreConfig, RemotingConfig, list[str]]:
-    """Spread one broker.conf over the three config objects; return the keys none knows
-    (``apogee broker`` stops on them: ``unknown_keys_error``)."""
+def load_broker_conf(
+    path: str | None, *extra: object
+) -> tuple[BrokerConfig, StoreConfig, RemotingConfig, list[str]]:
+    """Spread one broker.conf over the three config objects (and ``extra`` ones: the TLS
+    settings); return the keys none knows (``apogee broker`` stops on them:
+    ``unknown_keys_error``)."""
     broker, store, remoting = BrokerConfig(), StoreConfig(), RemotingConfig()
-    unknown = _apply_file(path, broker, store, remoting) if path else []
+    unknown = _apply_file(path, broker, store, remoting, *extra) if path else []
     return broker, store, remoting, unknown
 
 
@@ -50,9 +56,10 @@ def apply_runtime_changes(broker: BrokerConfig, store: StoreConfig, remoting: Re
 
 
 def _print_config(*configs: object) -> None:
+    hidden = secret_keys(*configs)
     for config in configs:
         for key, value in describe(config):
-            click.echo(f"{key}={value}")
+            click.echo(f"{key}={'***' if key in hidden and value else value}")
 
 
 @click.command("broker")
@@ -88,6 +95,7 @@ def _print_config(*configs: object) -> None:
 )
 @click.option("--print-config", "-p", is_flag=True, help="Print the effective configuration and exit.")
 @click.option("--log-level", default="INFO", show_default=True)
+@tls_server_options
 def broker_command(
     namesrv: str | None,
     config_file: str | None,
@@ -101,13 +109,18 @@ def broker_command(
     metrics_listen: str | None,
     print_config: bool,
     log_level: str,
+    tls_keys: dict[str, str],
 ) -> None:
     """Run a Broker: stores messages and serves producers and consumers."""
     setup_logging(log_level)
+    tls_server, tls_client = TlsServerConfig(), TlsClientConfig()
     try:
-        broker, store, remoting, unknown = load_broker_conf(config_file)
+        broker, store, remoting, unknown = load_broker_conf(config_file, tls_server, tls_client)
         if unknown:
-            raise unknown_keys_error(str(config_file), unknown, known_keys(broker, store, remoting))
+            raise unknown_keys_error(
+                str(config_file), unknown, known_keys(broker, store, remoting, tls_server, tls_client)
+            )
+        apply(tls_server, tls_keys)
         if listen:
             broker.listen_host, broker.listen_port = parse_listen(listen, 10911)
         if broker_id is not None:
@@ -130,25 +143,27 @@ def broker_command(
         metrics_address(broker.metrics_listen, broker.listen_host)  # refused here, not after the store opened
         broker.validate_role()
         store.validate()
+        if print_config:
+            _print_config(broker, store, remoting, tls_server, tls_client)
+            return
+        tls = tls_contexts(tls_server, tls_client)
     except (ConfigError, ValueError) as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(ExitStatus.CONFIG)
     if saved is not None:
         log.info("applied the settings changed at runtime and saved in %s", saved)
-    if print_config:
-        _print_config(broker, store, remoting)
-        return
     if not broker.namesrv_list():
         log.warning("no NameServer given (-n or namesrvAddr): clients will not find this broker")
-    sys.exit(run_broker(broker, store, remoting, Path(config_file).resolve() if config_file else None))
+    sys.exit(run_broker(broker, store, remoting, Path(config_file).resolve() if config_file else None, tls))
 
 
 def run_broker(
-    broker: BrokerConfig, store: StoreConfig, remoting: RemotingConfig, config_file: Path | None = None
+    broker: BrokerConfig, store: StoreConfig, remoting: RemotingConfig, config_file: Path | None = None,
+    tls: TlsContexts | None = None,
 ) -> ExitStatus:
     from apogee.broker.controller import BrokerController
 
-    controller = BrokerController(broker, store, remoting, config_file=config_file)
+    controller = BrokerController(broker, store, remoting, config_file=config_file, tls=tls)
 
     async def start() -> str:
         host, port = await controller.start()
@@ -158,7 +173,7 @@ def run_broker(
             f"({broker.broker_name}, cluster {broker.broker_cluster_name}, address {controller.broker_addr}{metrics})"
         )
 
-    return serve(start, controller.stop)
+    return serve(start, controller.stop, controller.reload_tls)
 
 
 @click.command("dev")

@@ -9,12 +9,15 @@ import click
 
 from apogee.cli.serve import serve, setup_logging
 from apogee.cli.status import ExitStatus
+from apogee.cli.tls import tls_server_options
 from apogee.common.config import apply, known_keys, load_file, unknown_keys_error
 from apogee.common.metrics_http import metrics_address
 from apogee.errors import ConfigError
 from apogee.namesrv.config import NamesrvConfig
 from apogee.namesrv.server import NameServer
 from apogee.remoting.config import RemotingConfig, parse_listen
+from apogee.remoting.tls import tls_contexts
+from apogee.remoting.tls_config import TlsServerConfig
 
 
 @click.command("namesrv")
@@ -32,6 +35,7 @@ from apogee.remoting.config import RemotingConfig, parse_listen
     help="Serve Prometheus /metrics here (metricsListen; ':PORT' = on the listen host). Default: not served.",
 )
 @click.option("--log-level", default="INFO", show_default=True)
+@tls_server_options
 def namesrv_command(
     listen: str | None,
     config_file: str | None,
@@ -40,14 +44,16 @@ def namesrv_command(
     scan_interval_ms: int | None,
     metrics_listen: str | None,
     log_level: str,
+    tls_keys: dict[str, str],
 ) -> None:
     """Run a NameServer: the route registry brokers register with and clients ask."""
     setup_logging(log_level)
     config = NamesrvConfig()
     remoting = RemotingConfig()
+    tls_server = TlsServerConfig()
     try:
         if config_file:
-            _apply_file(config_file, config, remoting)
+            _apply_file(config_file, config, remoting, tls_server)
             config.config_store_path = str(Path(config_file).resolve())
         if home:
             config.rocketmq_home = home
@@ -59,6 +65,8 @@ def namesrv_command(
         if metrics_listen is not None:
             config.metrics_listen = metrics_listen
         metrics_address(config.metrics_listen, config.listen_host)
+        apply(tls_server, tls_keys)
+        tls = tls_contexts(tls_server)
     except (ConfigError, ValueError) as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(ExitStatus.CONFIG)
@@ -66,21 +74,22 @@ def namesrv_command(
         config.broker_channel_expired_time_ms = expire_ms
     if scan_interval_ms is not None:
         config.scan_not_active_broker_interval_ms = scan_interval_ms
-    server = NameServer(config, remoting)
+    server = NameServer(config, remoting, tls=tls)
 
     async def start() -> str:
         host, port = await server.start()
         metrics = f" metrics {server.metrics.url}" if server.metrics is not None else ""
         return f"apogee namesrv ready on {host}:{port}{metrics}"
 
-    sys.exit(serve(start, server.stop))
+    sys.exit(serve(start, server.stop, server.reload_tls))
 
 
-def _apply_file(path: str, config: NamesrvConfig, remoting: RemotingConfig) -> None:
-    """Apply a namesrv.conf; a key neither config reads stops the NameServer, naming the
+def _apply_file(path: str, *configs: object) -> None:
+    """Apply a namesrv.conf; a key no config reads stops the NameServer, naming the
     closest known key."""
     values = load_file(path)
-    unknown = set(apply(config, values, strict=False))
-    unknown &= set(apply(remoting, {k: values[k] for k in unknown}, strict=False))
+    unknown = set(values)
+    for config in configs:
+        unknown &= set(apply(config, {k: values[k] for k in unknown}, strict=False))
     if unknown:
-        raise unknown_keys_error(path, unknown, known_keys(config, remoting))
+        raise unknown_keys_error(path, unknown, known_keys(*configs))

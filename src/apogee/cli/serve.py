@@ -2,7 +2,8 @@
 
 Every server prints exactly one line on stdout when it is ready to serve
 (``apogee <role> ready on HOST:PORT``), which humans read and test harnesses wait for,
-logs through the standard logging module on stderr, and stops cleanly on SIGINT/SIGTERM.
+logs through the standard logging module on stderr, stops cleanly on SIGINT/SIGTERM, and
+reloads what it can on SIGHUP (its TLS certificates) without stopping.
 """
 
 from __future__ import annotations
@@ -32,14 +33,18 @@ def setup_logging(level: str) -> None:
 def serve(
     start: Callable[[], Awaitable[str]],
     stop: Callable[[], Awaitable[None]],
+    reload: Callable[[], None] | None = None,
 ) -> ExitStatus:
-    """Run ``start`` (returns the ready line), wait for a signal, then run ``stop``."""
+    """Run ``start`` (returns the ready line), wait for a signal, then run ``stop``;
+    ``reload`` runs on the loop at each SIGHUP."""
 
     async def main() -> ExitStatus:
         loop = asyncio.get_running_loop()
         stopping = asyncio.Event()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stopping.set)
+        if reload is not None:
+            loop.add_signal_handler(signal.SIGHUP, reload)
         try:
             ready = await start()
         except OSError as exc:

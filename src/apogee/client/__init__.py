@@ -35,6 +35,7 @@ from apogee.client.types import (
     SendStatus,
 )
 from apogee.common.message import Message, MessageExt, MessageQueue
+from apogee.remoting.tls_config import TlsClientConfig
 
 __all__ = [
     "AllocateAveragely",
@@ -67,6 +68,7 @@ __all__ = [
     "SendHook",
     "SendResult",
     "SendStatus",
+    "TlsClientConfig",
     "TransactionListener",
     "TransactionProducer",
     "TransactionSendResult",

@@ -23,6 +23,7 @@ from apogee.common.config import rmq_key
 from apogee.common.validators import validate_topic
 from apogee.errors import ConfigError
 from apogee.remoting.config import RemotingConfig
+from apogee.remoting.tls_config import TlsClientConfig
 
 _instance_counter = itertools.count(1)
 
@@ -54,6 +55,8 @@ class ClientConfig:
     # Consumers send their offsets to brokers (or the local file) this often.
     persist_consumer_offset_interval_ms: int = field(default=5_000, metadata=rmq_key("persistConsumerOffsetInterval"))
     remoting: RemotingConfig = field(default_factory=RemotingConfig)
+    # TLS to NameServers and brokers (None, or enable=False: plain): docs/security.md, TLS.
+    tls: TlsClientConfig | None = None
     # Message traces (RocketMQ's enableMsgTrace): producers write a Pub record per stored
     # message (transaction producers an EndTransaction per decision too), push and lite pull
     # consumers SubBefore/SubAfter per message consumed, to RMQ_SYS_TRACE_TOPIC or
@@ -93,6 +96,8 @@ class ClientConfig:
         ):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive")
+        if self.tls is not None:
+            self.tls.validate()
         if self.custom_trace_topic:
             problem = validate_topic(self.custom_trace_topic)
             if problem is not None:

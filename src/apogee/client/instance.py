@@ -50,6 +50,7 @@ from apogee.remoting.headers.consumer import (
     GetConsumerRunningInfoRequestHeader,
 )
 from apogee.remoting.server import RequestDispatcher
+from apogee.remoting.tls import client_tls
 
 log = logging.getLogger("apogee.client.instance")
 T = TypeVar("T")
@@ -96,7 +97,9 @@ class ClientInstance:
         self.dispatcher.register(RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT, self._on_reply)
         # Requests of this client's producers waiting for their reply (request-reply).
         self.requests = RequestTable()
-        self.remoting = RemotingClient(config.remoting, self.dispatcher, on_connection_closed=self._connection_closed)
+        self.remoting = RemotingClient(
+            config.remoting, self.dispatcher, on_connection_closed=self._connection_closed, tls=client_tls(config.tls)
+        )
         self.api = ClientAPI(self.remoting, config.request_timeout_ms)
         self._namesrvs = config.namesrv_list()
         self._namesrv_index = random.randrange(len(self._namesrvs))

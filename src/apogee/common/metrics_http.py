@@ -112,6 +112,8 @@ def remoting_specs(labels: tuple[str, ...]) -> dict[str, MetricSpec]:
             "Connections closed to keep serverMaxIncompleteFrameBytes."),
         "apogee_remoting_protocol_errors_total": counter("Connections closed on a malformed or oversized frame."),
         "apogee_remoting_write_pauses_total": counter("Times a connection stopped being read: its peer did not read."),
+        "apogee_remoting_tls_refused_total": counter("Plain-text connections closed: tls.server.mode=enforcing."),
+        "apogee_remoting_tls_handshake_failures_total": counter("TLS handshakes failed or not done in time."),
     }
 
 

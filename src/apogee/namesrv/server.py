@@ -23,6 +23,7 @@ from apogee.remoting.config import RemotingConfig
 from apogee.remoting.config_requests import ConfigRequestProcessor
 from apogee.remoting.connection import Connection
 from apogee.remoting.server import RemotingServer, RequestDispatcher
+from apogee.remoting.tls import TlsContexts
 
 log = logging.getLogger("apogee.namesrv")
 
@@ -34,6 +35,7 @@ class NameServer:
         remoting: RemotingConfig | None = None,
         *,
         persist_kv: bool = True,
+        tls: TlsContexts | None = None,
     ) -> None:
         self.config = config or NamesrvConfig()
         remoting = remoting or RemotingConfig()
@@ -50,7 +52,8 @@ class NameServer:
             self.settings, get_code=RequestCode.GET_NAMESRV_CONFIG, update_code=RequestCode.UPDATE_NAMESRV_CONFIG,
             version_header=False,
         ).register_with(dispatcher)
-        self.server = RemotingServer(dispatcher, remoting, on_connection_closed=self._connection_closed)
+        self.tls = tls
+        self.server = RemotingServer(dispatcher, remoting, on_connection_closed=self._connection_closed, tls=tls)
         self.address: tuple[str, int] | None = None
         self._scan_task: asyncio.Task[None] | None = None
         self.metrics: MetricsServer | None = None
@@ -60,6 +63,13 @@ class NameServer:
         # BrokerHousekeepingService); its next registration brings it back.
         for addr in self.routes.remove_brokers_of_connection(conn):
             log.info("broker %s removed: its connection closed", addr)
+
+    def reload_tls(self) -> None:
+        """SIGHUP: new certificates for connections accepted from now on (``TlsContexts.reload``)."""
+        if self.tls is None:
+            log.info("SIGHUP: no TLS configured, nothing to reload")
+        else:
+            self.tls.reload()
 
     async def start(self) -> tuple[str, int]:
         self.kv.load()

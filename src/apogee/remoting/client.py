@@ -4,13 +4,16 @@
 response or the error) and ``invoke_oneway`` (fire and forget), as RocketMQ's remoting client offers the
 RocketMQ client.  Connections open lazily, are shared by all requests to the same address,
 and are reopened after they close.  Brokers may call back over the same connection; those
-requests go to the client's own ``RequestDispatcher``.
+requests go to the client's own ``RequestDispatcher``.  With ``tls`` every connection is
+opened with TLS (``remoting/tls.py``); the owner may replace ``tls`` (a reload), which new
+connections take.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import time
 from collections.abc import Awaitable, Callable
 
@@ -20,6 +23,7 @@ from apogee.remoting.command import RemotingCommand
 from apogee.remoting.config import RemotingConfig
 from apogee.remoting.connection import Connection, ResponseCallback
 from apogee.remoting.server import RequestDispatcher
+from apogee.remoting.tls import ClientTls
 
 log = logging.getLogger("apogee.remoting.client")
 
@@ -39,8 +43,10 @@ class RemotingClient:
         dispatcher: RequestDispatcher | None = None,
         *,
         on_connection_closed: Callable[[str, Connection], None] | None = None,
+        tls: ClientTls | None = None,
     ) -> None:
         self.config = config or RemotingConfig()
+        self.tls = tls
         self.dispatcher = dispatcher or RequestDispatcher()
         self._connections: dict[str, Connection] = {}
         self._connecting: dict[str, asyncio.Future[Connection]] = {}
@@ -85,11 +91,25 @@ class RemotingClient:
         def factory() -> Connection:
             return Connection(self.dispatcher, self.config, on_closed=lambda c: self._lost(addr, c))
 
+        tls = self.tls
         try:
-            _, conn = await asyncio.wait_for(loop.create_connection(factory, host, port), timeout)
+            if tls is None:
+                _, conn = await asyncio.wait_for(loop.create_connection(factory, host, port), timeout)
+            else:
+                _, conn = await asyncio.wait_for(
+                    loop.create_connection(factory, host, port, ssl=tls.context,
+                                           server_hostname=tls.server_name or host),
+                    timeout,
+                )
         except TimeoutError:
             raise ConnectionClosedError(
                 f"connect to {addr} timed out after {self.config.connect_timeout_ms} ms"
+            ) from None
+        except ssl.SSLCertVerificationError as exc:
+            raise ConnectionClosedError(
+                f"cannot connect to {addr} with TLS: {exc.verify_message}; check the CA file "
+                "(tls.client.trustCertPath), or name the certificate's host with the server name option "
+                "(tls.client.serverName)"
             ) from None
         except OSError as exc:
             raise ConnectionClosedError(f"cannot connect to {addr}: {exc.strerror or exc}") from None

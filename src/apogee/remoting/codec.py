@@ -25,6 +25,7 @@ from apogee.errors import RemoteProtocolError
 from apogee.remoting import header_binary, header_json
 from apogee.remoting.codes import CURRENT_VERSION, LanguageCode, SerializeType
 from apogee.remoting.command import Buffer, RemotingCommand
+from apogee.remoting.tls_config import TLS_HANDSHAKE_RECORD
 
 DEFAULT_MAX_FRAME_SIZE = 16 * 1024 * 1024
 _PREFIX = struct.Struct(">ii")  # length, serializeType<<24 | headerLength
@@ -232,8 +233,10 @@ class FrameDecoder:
         if length < 4:
             raise RemoteProtocolError(f"frame length {length} is below the minimum of 4")
         if length > self.max_frame_size:
+            tls = " (a TLS handshake: the peer speaks TLS, this port does not: tls.server.mode)" if (
+                length >> 24 == TLS_HANDSHAKE_RECORD) else ""
             raise RemoteProtocolError(
-                f"frame length {length} exceeds the maximum frame size {self.max_frame_size}"
+                f"frame length {length} exceeds the maximum frame size {self.max_frame_size}{tls}"
             )
 
     def _feed(self, data: bytes | bytearray | memoryview) -> list[RemotingCommand]:

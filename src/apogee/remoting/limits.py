@@ -46,6 +46,8 @@ class LimitCounters:
     frames_dropped_for_memory: int = 0  # closed to keep serverMaxIncompleteFrameBytes
     protocol_errors: int = 0  # malformed or oversized frames (frameMaxLength)
     write_pauses: int = 0  # times a connection stopped being read because its peer did not read
+    tls_refused: int = 0  # plain-text connections closed by a TLS-enforcing port
+    tls_handshake_failures: int = 0  # TLS handshakes that failed or did not finish in time
 
 
 class RateLimitedLog:

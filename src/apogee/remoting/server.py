@@ -33,6 +33,8 @@ from apogee.remoting.command import RPC_ONEWAY, RPC_RESPONSE, RemotingCommand
 from apogee.remoting.config import RemotingConfig
 from apogee.remoting.connection import Connection
 from apogee.remoting.limits import LimitCounters, ServerLimits
+from apogee.remoting.tls import TlsContexts, TlsListener
+from apogee.remoting.tls_config import TlsMode
 
 log = logging.getLogger("apogee.remoting.server")
 
@@ -249,7 +251,10 @@ class _Refused(asyncio.Protocol):
 
 
 class RemotingServer:
-    """Listen on a TCP address and serve RemotingCommands through a ``RequestDispatcher``."""
+    """Listen on a TCP address and serve RemotingCommands through a ``RequestDispatcher``.
+
+    With ``tls`` in permissive or enforcing mode the port is served by a ``TlsListener``
+    (``remoting/tls.py``); otherwise by ``loop.create_server``, as a plain port always was."""
 
     def __init__(
         self,
@@ -257,16 +262,18 @@ class RemotingServer:
         config: RemotingConfig | None = None,
         *,
         on_connection_closed: Callable[[Connection], None] | None = None,
+        tls: TlsContexts | None = None,
     ) -> None:
         self.dispatcher = dispatcher
         self.config = config or RemotingConfig()
+        self.tls = tls
         self.connections: set[Connection] = set()
         self.limits = ServerLimits(
             self.config.server_max_incomplete_frame_bytes, self.config.server_frame_receive_timeout_ms / 1000
         )
         self.max_connections = self.config.server_max_connections
         self._on_connection_closed = on_connection_closed
-        self._server: asyncio.base_events.Server | None = None
+        self._server: asyncio.base_events.Server | TlsListener | None = None
         self._watch_task: asyncio.Task[None] | None = None
 
     @property
@@ -299,10 +306,20 @@ class RemotingServer:
                 self.max_connections,
                 resource.getrlimit(resource.RLIMIT_NOFILE)[0],
             )
-        loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(
-            self._make_connection, host, port, reuse_address=True, backlog=self.config.server_socket_backlog
-        )
+        backlog = self.config.server_socket_backlog
+        if self.tls is not None and self.tls.mode is not TlsMode.DISABLED:
+            listener = TlsListener(
+                self._make_connection, self.tls.mode, self.tls, name="remoting port",
+                room=lambda pending: len(self.connections) + pending < self.max_connections,
+                counters=self.counters,
+            )
+            await listener.start(host, port, backlog)
+            self._server = listener
+            log.info("TLS %s on %s:%d", self.tls.mode.value, host, listener.sockets[0].getsockname()[1])
+        else:
+            self._server = await asyncio.get_running_loop().create_server(
+                self._make_connection, host, port, reuse_address=True, backlog=backlog
+            )
         self._watch_task = asyncio.create_task(self._watch())
         sockname = self._server.sockets[0].getsockname()
         return str(sockname[0]), int(sockname[1])
@@ -324,6 +341,8 @@ class RemotingServer:
                 self.limits.warn("frame-timeout", "closing connection from %s:%d: %s", *conn.peer, reason)
                 conn.close(reason)
             self.limits.flush_logs()
+            if isinstance(self._server, TlsListener):
+                self._server.flush_logs()
             now = time.monotonic()
             for conn in list(self.connections):
                 if now - conn.idle_since(now) > idle_limit:

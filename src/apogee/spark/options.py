@@ -16,9 +16,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from apogee.common.config import did_you_mean
+from apogee.remoting.tls_config import TlsClientConfig
 from apogee.spark.errors import ApogeeSparkError
 from apogee.spark.offsets import OffsetSpec, parse_offset_spec
 
+# TLS to the NameServers and brokers, for sources and sinks alike (docs/security.md, TLS).
+TLS_OPTIONS = ("tls", "tlsCaFile", "tlsCertFile", "tlsKeyFile", "tlsServerName", "tlsVerify")
 SOURCE_OPTIONS = (
     "namesrv",
     "topic",
@@ -43,6 +46,7 @@ SOURCE_OPTIONS = (
     "pullPipeline",
     "requestTimeoutMs",
     "path",
+    *TLS_OPTIONS,
 )
 SINK_OPTIONS = (
     "namesrv",
@@ -57,6 +61,7 @@ SINK_OPTIONS = (
     "path",
     "transactionHistory",
     "transactionTimeoutSeconds",
+    *TLS_OPTIONS,
 )
 _ALIASES = {"nameserver": "namesrv", "namesrvaddr": "namesrv"}
 _SPARK_OWN = frozenset({"queryname", "checkpointlocation"})
@@ -137,6 +142,21 @@ def _namesrv(opts: dict[str, str]) -> str:
     return ";".join(addrs)
 
 
+def _tls(opts: dict[str, str]) -> TlsClientConfig | None:
+    """The TLS options (``tls=true``, or any ``tls*`` file or name given, turns TLS on);
+    None: plain connections."""
+    files = {name: opts.get(name.lower(), "").strip() for name in ("tlsCaFile", "tlsCertFile", "tlsKeyFile")}
+    server_name = opts.get("tlsservername", "").strip()
+    if not _bool(opts, "tls", bool(any(files.values()) or server_name)):
+        return None
+    if files["tlsKeyFile"] and not files["tlsCertFile"]:
+        raise ApogeeSparkError("option tlsKeyFile needs tlsCertFile (the client certificate it belongs to)")
+    return TlsClientConfig(
+        enable=True, ca_file=files["tlsCaFile"], verify=_bool(opts, "tlsVerify", True),
+        cert_file=files["tlsCertFile"], key_file=files["tlsKeyFile"], server_name=server_name,
+    )
+
+
 def tag_set(expression: str) -> frozenset[str] | None:
     """The tags of a tag expression (``"A || B"``), None for ``*`` (all)."""
     text = expression.strip()
@@ -166,6 +186,7 @@ class SourceOptions:
     pull_timeout_ms: int = 10_000
     pull_pipeline: int = 16
     request_timeout_ms: int = 5000
+    tls: TlsClientConfig | None = None
 
     @property
     def tag_filter(self) -> frozenset[str] | None:
@@ -255,6 +276,7 @@ def parse_source_options(options: Mapping[str, Any], *, streaming: bool) -> Sour
         pull_timeout_ms=_int(opts, "pullTimeoutMs", 10_000, minimum=100) or 10_000,
         pull_pipeline=_int(opts, "pullPipeline", 16, minimum=1) or 16,
         request_timeout_ms=_int(opts, "requestTimeoutMs", 5000, minimum=100) or 5000,
+        tls=_tls(opts),
     )
 
 
@@ -271,6 +293,7 @@ class SinkOptions:
     request_timeout_ms: int = 5000
     transaction_history: int = 200
     transaction_timeout_s: int = 60
+    tls: TlsClientConfig | None = None
 
 
 def parse_sink_options(options: Mapping[str, Any], *, streaming: bool) -> SinkOptions:
@@ -299,4 +322,5 @@ def parse_sink_options(options: Mapping[str, Any], *, streaming: bool) -> SinkOp
         request_timeout_ms=_int(opts, "requestTimeoutMs", 5000, minimum=100) or 5000,
         transaction_history=_int(opts, "transactionHistory", 200, minimum=2) or 200,
         transaction_timeout_s=_int(opts, "transactionTimeoutSeconds", 60, minimum=1) or 60,
+        tls=_tls(opts),
     )

@@ -4,7 +4,8 @@ Spark runs the connector's code in many short calls (``latestOffset``, ``partiti
 ``read`` or ``write`` per task) inside long-lived, reused Python worker processes.  Opening a
 connection per call would dominate small micro-batches, so each process keeps one background
 event loop thread with one ``RemotingClient`` + ``ClientAPI`` (connections by address, opened
-lazily, kept while the worker lives) and one route cache per NameServer list.  Workers are
+lazily, kept while the worker lives) and one route cache per NameServer list; queries with TLS
+options get a client of their own per TLS setting (``api_for``).  Workers are
 forked from a daemon: the state is keyed by PID, so a forked child never reuses its parent's
 loop or sockets.
 
@@ -28,6 +29,9 @@ from apogee.remoting.bodies.route import TopicRouteData
 from apogee.remoting.client import RemotingClient
 from apogee.remoting.config import RemotingConfig
 from apogee.remoting.loop import loop_factory
+from apogee.remoting.server import RequestDispatcher
+from apogee.remoting.tls import client_tls
+from apogee.remoting.tls_config import TlsClientConfig
 from apogee.spark.broker import Cluster
 
 T = TypeVar("T")
@@ -42,9 +46,13 @@ class Runtime:
         factory = loop_factory()
         self.loop: asyncio.AbstractEventLoop = factory() if factory is not None else asyncio.new_event_loop()
         self.pid = os.getpid()
-        self.remoting = RemotingClient(RemotingConfig())
+        # One dispatcher for every client: brokers' requests (transaction checks) are answered
+        # whichever connection they come over.
+        self.dispatcher = RequestDispatcher()
+        self.remoting = RemotingClient(RemotingConfig(), self.dispatcher)
         self.api = ClientAPI(self.remoting, REQUEST_TIMEOUT_MS)
-        self._routes: dict[tuple[str, int], TopicRoutes] = {}
+        self._apis: dict[tuple[object, ...] | None, ClientAPI] = {None: self.api}
+        self._routes: dict[tuple[str, int, tuple[object, ...] | None], TopicRoutes] = {}
         self._thread = threading.Thread(target=self._run, name="apogee-spark-loop", daemon=True)
         self._thread.start()
 
@@ -52,16 +60,28 @@ class Runtime:
         asyncio.set_event_loop(self.loop)
         self.loop.run_forever()
 
-    def routes(self, namesrv: str, timeout_ms: int = REQUEST_TIMEOUT_MS) -> TopicRoutes:
+    def api_for(self, tls: TlsClientConfig | None) -> ClientAPI:
+        """The client of queries with these TLS settings (None or TLS off: the plain one)."""
+        key = tls.key() if tls is not None and tls.enable else None
+        api = self._apis.get(key)
+        if api is None:
+            remoting = RemotingClient(RemotingConfig(), self.dispatcher, tls=client_tls(tls))
+            api = self._apis[key] = ClientAPI(remoting, REQUEST_TIMEOUT_MS)
+        return api
+
+    def routes(
+        self, namesrv: str, timeout_ms: int = REQUEST_TIMEOUT_MS, tls: TlsClientConfig | None = None
+    ) -> TopicRoutes:
         """The route cache of ``namesrv`` (a ``;`` list) for every sink task of this process:
         the client's ``TopicRoutes``, fetched from the first NameServer that answers."""
-        key = (namesrv, timeout_ms)
+        api = self.api_for(tls)
+        key = (namesrv, timeout_ms, tls.key() if tls is not None and tls.enable else None)
         table = self._routes.get(key)
         if table is None:
-            cluster = Cluster(self.api, namesrv, timeout_ms)
+            cluster = Cluster(api, namesrv, timeout_ms)
 
             async def fetch(topic: str) -> TopicRouteData | None:
-                return await cluster.on_namesrv(lambda addr: self.api.get_route(addr, topic, timeout_ms))
+                return await cluster.on_namesrv(lambda addr: api.get_route(addr, topic, timeout_ms))
 
             table = self._routes[key] = TopicRoutes(fetch, namesrv)
         return table
@@ -83,8 +103,9 @@ class Runtime:
     def close(self) -> None:
         if not self._thread.is_alive():
             return
-        with contextlib.suppress(Exception):  # closing is best effort
-            self.submit(self.remoting.close()).result(3)
+        for api in self._apis.values():
+            with contextlib.suppress(Exception):  # closing is best effort
+                self.submit(api.remoting.close()).result(3)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(3)
 

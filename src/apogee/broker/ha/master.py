@@ -17,6 +17,10 @@ with APOGEE_HA_DIVERGED) is *refused*: its link is parked -- reports read and ig
 nothing sent -- until ``haHousekeepingInterval`` passes, so a slave that reconnects at once
 (RocketMQ's does) retries every housekeeping interval, not in a storm; the reason is logged
 once per slave and reason, and listed in ``haSlaves``.
+
+With ``tls`` (``tls.ha.enable``, Apogee's) the port takes TLS only, through the remoting
+ports' ``TlsListener`` and certificates: Apogee slaves only, a RocketMQ 4.x slave's HA client
+is plain TCP.
 """
 
 from __future__ import annotations
@@ -36,6 +40,8 @@ from apogee.remoting.codes import RequestCode, ResponseCode
 from apogee.remoting.command import RemotingCommand
 from apogee.remoting.connection import Connection
 from apogee.remoting.server import RequestDispatcher
+from apogee.remoting.tls import TlsContexts, TlsListener
+from apogee.remoting.tls_config import TlsMode
 from apogee.store.config import StoreConfig
 from apogee.store.ha.protocol import (
     HALinkError,
@@ -56,6 +62,7 @@ log = logging.getLogger("apogee.broker.ha")
 REFUSED_KEPT = 8  # refused/diverged peers listed in haSlaves
 MARKS_KEPT = 65536  # (max offset, time) samples for lagMs of slaves inside a record
 REASON_MAX = 512  # characters of a slave's divergence notice kept
+MAX_HA_HANDSHAKES = 64  # TLS handshakes in progress on the HA port (a group has few slaves)
 
 
 class SlaveLink(asyncio.Protocol):
@@ -145,11 +152,14 @@ class HAMaster:
     """Serves every slave that connects to ``haListenPort``; on a SYNC_MASTER also the
     puts' wait for a slave (``request``, installed as ``store.replica_request``)."""
 
-    def __init__(self, store: MessageStore, config: StoreConfig, *, sync_master: bool = False) -> None:
+    def __init__(
+        self, store: MessageStore, config: StoreConfig, *, sync_master: bool = False, tls: TlsContexts | None = None
+    ) -> None:
         self._store = store
         self._config = config
         self._sync_master = sync_master
-        self._server: asyncio.Server | None = None
+        self._tls = tls
+        self._server: asyncio.Server | TlsListener | None = None
         self.links: dict[str, SlaveLink] = {}
         self.reporting = 0  # links that have sent a valid report (RocketMQ connectionCount)
         # The highest offset any slave holds (RocketMQ push2SlaveMaxOffset).
@@ -165,7 +175,15 @@ class HAMaster:
 
     async def start(self, host: str, port: int) -> int:
         self.loop = asyncio.get_running_loop()
-        self._server = await self.loop.create_server(lambda: SlaveLink(self), host, port)
+        if self._tls is not None:
+            listener = TlsListener(
+                lambda: SlaveLink(self), TlsMode.ENFORCING, self._tls, name="HA port",
+                room=lambda pending: pending < MAX_HA_HANDSHAKES,
+            )
+            await listener.start(host, port, 128)
+            self._server = listener
+        else:
+            self._server = await self.loop.create_server(lambda: SlaveLink(self), host, port)
         self._store.on_appended = self._wake_all
         if self._sync_master:
             self._waiters = OffsetWaiters(
@@ -174,7 +192,7 @@ class HAMaster:
             )
             self._store.replica_request = self.request
         bound: int = self._server.sockets[0].getsockname()[1]
-        log.info("HA port listening on %s:%d", host, bound)
+        log.info("HA port listening on %s:%d%s", host, bound, " (TLS)" if self._tls is not None else "")
         return bound
 
     def register_with(self, dispatcher: RequestDispatcher) -> None:

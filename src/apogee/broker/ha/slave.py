@@ -31,6 +31,7 @@ from apogee.errors import ApogeeError, StoreError
 from apogee.remoting.client import RemotingClient
 from apogee.remoting.codes import RequestCode, ResponseCode
 from apogee.remoting.command import RemotingCommand
+from apogee.remoting.tls import ClientTls
 from apogee.store.config import StoreConfig
 from apogee.store.ha.protocol import FrameReader, HALinkError, check_frame, encode_report
 from apogee.store.ha.tail import log_tail
@@ -51,7 +52,8 @@ class HASlave:
     """``master_address`` gives the master's HA address (``host:port``), or None while it is
     unknown (the NameServer's registration answer brings it); ``master_broker`` the master's
     remoting address for the divergence check (None: HA port - 1, RocketMQ's layout);
-    ``own_addr`` this broker's address, named in the notice to the master."""
+    ``own_addr`` this broker's address, named in the notice to the master; ``tls`` the TLS of
+    the HA link (``tls.ha.enable``), read at each connect, or None for plain TCP."""
 
     def __init__(
         self,
@@ -62,6 +64,7 @@ class HASlave:
         outbound: RemotingClient,
         master_broker: Callable[[], str | None] = lambda: None,
         own_addr: Callable[[], str] = lambda: "",
+        tls: Callable[[], ClientTls | None] = lambda: None,
     ) -> None:
         self._store = store
         self._config = config
@@ -69,6 +72,7 @@ class HASlave:
         self._outbound = outbound
         self._master_broker = master_broker
         self._own_addr = own_addr
+        self._tls = tls
         self._task: asyncio.Task[None] | None = None
         self.connected_to: str | None = None
         self.address_known = asyncio.Event()
@@ -105,10 +109,19 @@ class HASlave:
                 continue
             host, _, port = addr.rpartition(":")
             loop = asyncio.get_running_loop()
+            tls = self._tls()
+
+            def link_factory() -> MasterLink:
+                return MasterLink(self._store, self._config, self)
+
             try:
-                transport, link = await asyncio.wait_for(
-                    loop.create_connection(lambda: MasterLink(self._store, self._config, self), host, int(port)), 5.0
-                )
+                if tls is None:
+                    connecting = loop.create_connection(link_factory, host, int(port))
+                else:
+                    connecting = loop.create_connection(
+                        link_factory, host, int(port), ssl=tls.context, server_hostname=tls.server_name or host
+                    )
+                transport, link = await asyncio.wait_for(connecting, 5.0)
             except (OSError, ValueError, TimeoutError) as exc:
                 log.warning("cannot connect to the master's HA port %s: %s", addr, exc)
                 await asyncio.sleep(RETRY_S)

@@ -28,8 +28,10 @@ from rich.table import Table
 from apogee.admin.base import Tick
 from apogee.admin.client import AdminClient, FoundMessage
 from apogee.cli.status import ExitStatus
+from apogee.cli.tls import tls_client_options
 from apogee.errors import ApogeeError
 from apogee.remoting.loop import run
+from apogee.remoting.tls_config import TlsClientConfig
 
 BODY_PREVIEW = 200
 NAMESRV_ENV = "NAMESRV_ADDR"
@@ -205,13 +207,15 @@ def admin_command(fn: Callable[..., Awaitable[None]]) -> Callable[..., None]:
     on stderr and exit status 1."""
 
     @functools.wraps(fn)
-    def wrapper(namesrv: str | None, debug: bool, json_mode: bool, **kwargs: Any) -> None:
+    def wrapper(
+        namesrv: str | None, debug: bool, json_mode: bool, tls: TlsClientConfig | None, **kwargs: Any
+    ) -> None:
         if not namesrv:
             raise click.UsageError(f"no NameServer address: give -n HOST:PORT or set {NAMESRV_ENV}")
         out = Output(json_mode)
 
         async def body() -> None:
-            async with AdminClient(namesrv) as admin:
+            async with AdminClient(namesrv, tls=tls) as admin:
                 await fn(admin, out, **kwargs)
 
         try:
@@ -224,13 +228,14 @@ def admin_command(fn: Callable[..., Awaitable[None]]) -> Callable[..., None]:
             sys.exit(ExitStatus.ERROR)
         out.finish()
 
-    wrapper = click.option("--debug", is_flag=True, help="Show tracebacks.")(wrapper)
-    wrapper = click.option("--json", "json_mode", is_flag=True, help="Print one JSON document (for scripts).")(wrapper)
-    wrapper = click.option(
+    command: Callable[..., None] = tls_client_options(wrapper)
+    command = click.option("--debug", is_flag=True, help="Show tracebacks.")(command)
+    command = click.option("--json", "json_mode", is_flag=True, help="Print one JSON document (for scripts).")(command)
+    command = click.option(
         "--namesrv", "-n", "--namesrvAddr", "namesrv", envvar=NAMESRV_ENV, metavar="ADDRS",
         help=f"NameServer addresses, ';'-separated (default: ${NAMESRV_ENV}).",
-    )(wrapper)
-    return wrapper
+    )(command)
+    return command
 
 
 def message_record(item: FoundMessage) -> dict[str, Any]:
