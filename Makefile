@@ -13,6 +13,11 @@ INTEROP_STAMP := $(INTEROP_VENV)/.installed-rocketmq-0.4.4
 
 .PHONY: demo test install interop bench clean check check-native check-pure lint pytest
 
+# The dashboard's browser tests (tests/browser) drive Debian's Chromium through Playwright
+# (never `playwright install`): installed here when missing, so a machine without it fails
+# the run rather than skipping those tests.
+CHROMIUM := /usr/bin/chromium
+
 # The editable install also compiles the optional C speed-ups (apogee._native) in place.
 $(STAMP): $(BUILD_INPUTS)
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is required"'
@@ -32,6 +37,10 @@ $(INTEROP_STAMP):
 
 install: $(STAMP)
 
+$(CHROMIUM):
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium
+	test -x $(CHROMIUM)
+
 interop: $(INTEROP_STAMP)
 
 # `make test` (what CI runs, `.ci/run`): the whole pytest suite, and next to it the gates of
@@ -43,7 +52,7 @@ interop: $(INTEROP_STAMP)
 GATE_DIR := build/gates
 GATES    := lint check-native check-pure
 
-test: $(STAMP) $(INTEROP_STAMP)
+test: $(STAMP) $(INTEROP_STAMP) $(CHROMIUM)
 	@rm -rf $(GATE_DIR) && mkdir -p $(GATE_DIR)
 	@echo "make test: $(GATES) run in the background (logs in $(GATE_DIR)/, printed after the suite)"
 	@for gate in $(GATES); do \
@@ -76,7 +85,7 @@ check: $(STAMP)
 # One worker runs the Spark tests with the one Spark session (and the failover trial, to even
 # the two out), the other the rest, a module at
 # a time, longest first (tests/conftest.py; no reorder by size).
-pytest: $(STAMP) $(INTEROP_STAMP)
+pytest: $(STAMP) $(INTEROP_STAMP) $(CHROMIUM)
 	APOGEE_REQUIRE_NATIVE=1 $(PY) -m pytest -n 2 --dist loadscope --no-loadscope-reorder
 
 # The static checks, each with no finding allowed (all three run; any finding fails): ruff

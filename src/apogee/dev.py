@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from apogee.broker.config import BrokerConfig
 from apogee.common.config import apply
@@ -12,6 +13,9 @@ from apogee.namesrv.server import NameServer
 from apogee.remoting.config import parse_listen
 from apogee.store.config import StoreConfig
 
+if TYPE_CHECKING:
+    from apogee.dashboard.server import DashboardServer
+
 
 @dataclass
 class DevCluster:
@@ -19,13 +23,16 @@ class DevCluster:
     namesrv: NameServer
     broker_config: BrokerConfig
     store_config: StoreConfig
+    dashboard_listen: str = ""
 
     @classmethod
     def from_options(
-        cls, root: Path, namesrv_listen: str, broker_listen: str, flush: str = "ASYNC_FLUSH", metrics_listen: str = ""
+        cls, root: Path, namesrv_listen: str, broker_listen: str, flush: str = "ASYNC_FLUSH", metrics_listen: str = "",
+        dashboard_listen: str = "",
     ) -> DevCluster:
         """``metrics_listen``: the broker's /metrics (HOST:PORT), the NameServer's on the next
-        port (port 0: both on free ports); empty: none."""
+        port (port 0: both on free ports); empty: none.  ``dashboard_listen``: the web
+        dashboard (HOST:PORT, port 0: a free one); empty: none."""
         root = root.resolve()
         ns_config = NamesrvConfig(rocketmq_home=str(root / "namesrv"))
         ns_config.listen_host, ns_config.listen_port = parse_listen(namesrv_listen, 9876)
@@ -39,7 +46,9 @@ class DevCluster:
         broker.listen_host, broker.listen_port = parse_listen(broker_listen, 10911)
         store = StoreConfig()
         apply(store, {"storePathRootDir": str(root / "store"), "flushDiskType": flush})
-        return cls(root, NameServer(ns_config), broker, store)
+        if dashboard_listen:
+            parse_listen(dashboard_listen, 8080)  # a bad value is refused before anything starts
+        return cls(root, NameServer(ns_config), broker, store, dashboard_listen)
 
     async def start(self) -> tuple[str, str]:
         from apogee.broker.controller import BrokerController
@@ -48,6 +57,14 @@ class DevCluster:
         self.broker_config.namesrv_addr = f"{'127.0.0.1' if host in ('0.0.0.0', '') else host}:{port}"
         self.broker = BrokerController(self.broker_config, self.store_config)
         bhost, bport = await self.broker.start()
+        if self.dashboard_listen:
+            from apogee.dashboard.server import DashboardServer
+            from apogee.dashboard.settings import DashboardSettings
+
+            self.dashboard: DashboardServer | None = DashboardServer(
+                DashboardSettings(namesrv_addr=self.broker_config.namesrv_addr, listen=self.dashboard_listen)
+            )
+            await self.dashboard.start()
         return f"{host}:{port}", f"{bhost}:{bport}"
 
     def metrics_note(self) -> str:
@@ -55,7 +72,15 @@ class DevCluster:
         urls = [m.url for m in (self.namesrv.metrics, getattr(self, "broker", None) and self.broker.metrics) if m]
         return f" metrics {' '.join(urls)}" if urls else ""
 
+    def dashboard_note(self) -> str:
+        """Where the dashboard is served, for the ready line; "" when it is not."""
+        dashboard = getattr(self, "dashboard", None)
+        return f" dashboard {dashboard.url}" if dashboard is not None else ""
+
     async def stop(self) -> None:
+        dashboard = getattr(self, "dashboard", None)
+        if dashboard is not None:
+            await dashboard.stop()
         broker = getattr(self, "broker", None)
         if broker is not None:
             await broker.stop()

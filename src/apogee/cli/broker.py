@@ -173,22 +173,32 @@ def run_broker(
     "--metrics-listen", default="127.0.0.1:5557", show_default=True, metavar="HOST:PORT",
     help="The broker's Prometheus /metrics; the NameServer's is on the next port. Empty: not served.",
 )
+@click.option(
+    "--dashboard-listen", default="127.0.0.1:8080", show_default=True, metavar="HOST:PORT",
+    help="The web dashboard (`apogee dashboard`, no login). Empty: not served.",
+)
 @click.option("--log-level", default="INFO", show_default=True)
 def dev_command(
-    directory: str, namesrv_listen: str, broker_listen: str, flush: str, metrics_listen: str, log_level: str
+    directory: str, namesrv_listen: str, broker_listen: str, flush: str, metrics_listen: str, dashboard_listen: str,
+    log_level: str,
 ) -> None:
     """Run a NameServer and a Broker together in one process, for first use and development."""
     setup_logging(log_level)
     from apogee.dev import DevCluster
 
     try:
-        cluster = DevCluster.from_options(Path(directory), namesrv_listen, broker_listen, flush, metrics_listen)
+        cluster = DevCluster.from_options(
+            Path(directory), namesrv_listen, broker_listen, flush, metrics_listen, dashboard_listen
+        )
     except (ConfigError, ValueError) as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(ExitStatus.CONFIG)
 
     async def start() -> str:
         ns, br = await cluster.start()
-        return f"apogee dev ready on {ns} broker {br} store {cluster.root}{cluster.metrics_note()}"
+        return (
+            f"apogee dev ready on {ns} broker {br} store {cluster.root}{cluster.metrics_note()}"
+            f"{cluster.dashboard_note()}"
+        )
 
     sys.exit(serve(start, cluster.stop))

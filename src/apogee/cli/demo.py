@@ -72,6 +72,8 @@ class DevServer:
                 "127.0.0.1:0",
                 "--broker-listen",
                 "127.0.0.1:0",
+                "--dashboard-listen",
+                "",
                 "--log-level",
                 "WARNING",
             ],

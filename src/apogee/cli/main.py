@@ -7,6 +7,7 @@ import click
 from apogee import __version__
 from apogee.cli.admin import admin_group
 from apogee.cli.broker import broker_command, dev_command
+from apogee.cli.dashboard import dashboard_command
 from apogee.cli.demo import demo_command
 from apogee.cli.namesrv import namesrv_command
 from apogee.cli.run import run_command
@@ -24,6 +25,7 @@ cli.add_command(dev_command)
 cli.add_command(demo_command)
 cli.add_command(admin_group)
 cli.add_command(run_command)
+cli.add_command(dashboard_command)
 
 
 def main() -> None:
