@@ -80,9 +80,8 @@ def broker_label(name: str, broker_id: int) -> str:
 
 
 class Sampler:
-    def __init__(self, admin: AdminClient, settings: SamplerSettings | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
-        self.admin = admin
+    def __init__(self, settings: SamplerSettings | None = None, clock: Callable[[], float] = time.time) -> None:
+        self._admin: AdminClient | None = None
         self.settings = settings or SamplerSettings()
         self._clock = clock
         capacity = capacity_for(self.settings.history_s, self.settings.interval_s)
@@ -98,7 +97,14 @@ class Sampler:
 
     # --- lifecycle ----------------------------------------------------------------------------
 
-    def start(self) -> None:
+    @property
+    def admin(self) -> AdminClient:
+        assert self._admin is not None, "the sampler is not started"
+        return self._admin
+
+    def start(self, admin: AdminClient) -> None:
+        """Sample through ``admin`` from now on, every ``interval_s``."""
+        self._admin = admin
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._run(), name="dashboard-sampler")
 
