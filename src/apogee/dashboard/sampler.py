@@ -11,13 +11,14 @@ Every ``interval_s`` (5 s by default; ``--sample-interval``) one tick asks:
   group's TPS on the topic, the broker's GROUP_GET_NUMS one-minute figure): each group's lag
   and TPS, and each topic's get TPS (the sum over its groups);
 * each group's live consumers (203, 16 at a time), for the online client count;
-* for the charted topics only, their put TPS (VIEW_BROKER_STATS_DATA TOPIC_PUT_NUMS, 315, the
-  broker's one-minute figure, as rocketmq-exporter's ``rocketmq_producer_tps``).  Charted are
-  the topics a chart asked for in the last ``watch_s`` seconds and the ``top_topics`` busiest
-  by get TPS: asking 315 for every topic would cost a request per topic and broker each tick.
+* for the charted topics only, their route (105) and queue offsets (GET_TOPIC_STATS_INFO,
+  202, on each broker of the topic): the change of the max offsets since the last tick is the
+  topic's put TPS over that interval.  Charted are the topics a chart asked for in the last
+  ``watch_s`` seconds and the ``top_topics`` busiest by get TPS: asking for every topic would
+  cost requests per topic and broker each tick.
 
-So a tick costs 1 + B x 3 + G + T x M requests (B broker addresses, M masters, G groups, T
-charted topics), whatever the number of topics.  The group list page renders the last
+So a tick costs 1 + B + 2 M + G + T x (1 + M) requests at most (B broker addresses, M
+masters, G groups, T charted topics), whatever the number of topics.  The group list page renders the last
 ``GroupsSnapshot`` (no request while the page is built), and the charts read the
 ``Timeline``\\ s (``series.py``): put/get TPS per broker and per charted topic, lag per group.
 A failed request leaves a gap in its series and a line in ``errors``; the next tick tries
@@ -38,7 +39,6 @@ from typing import Any, TypeVar
 from apogee.admin import AdminClient
 from apogee.admin.brokers import _int
 from apogee.admin.errors import GroupNotFoundError
-from apogee.admin.reports import TOPIC_PUT_NUMS
 from apogee.common import constants as c
 from apogee.dashboard.lag import GroupRow, top_topics
 from apogee.dashboard.series import RateMeter, Timeline, Value, capacity_for
@@ -89,7 +89,7 @@ class Sampler:
         self.groups: GroupsSnapshot | None = None
         self.errors: list[str] = []  # the last tick's failures
         self.ticks = 0
-        self._rates = {BROKER_PUT: RateMeter(), BROKER_GET: RateMeter()}
+        self._rates = {BROKER_PUT: RateMeter(), BROKER_GET: RateMeter(), TOPIC_PUT: RateMeter()}
         self._watched: dict[str, float] = {}  # topic -> when a chart last asked for it
         self._poke = asyncio.Event()
         self._ticked = asyncio.Condition()
@@ -163,7 +163,7 @@ class Sampler:
             if info is not None:
                 put[label] = self._rates[BROKER_PUT].rate(label, now, _int(info.get("msgPutTotalTodayNow")))
                 get[label] = self._rates[BROKER_GET].rate(label, now, _int(info.get("msgGetTotalTodayNow")))
-        for meter in self._rates.values():
+        for meter in (self._rates[BROKER_PUT], self._rates[BROKER_GET]):
             meter.keep_only(addrs)
 
         names = sorted(masters)
@@ -179,7 +179,7 @@ class Sampler:
                 for topic in {q.topic for q in group_stats.offset_table}:
                     topic_get[topic] += group_stats.consume_tps
         charted = top_topics(topic_get, self.settings.top_topics, self._watched_topics(now))
-        topic_put = await self._topic_put_tps(charted, list(masters.values()), ask)
+        topic_put = await self._topic_put_tps(charted, now, ask)
 
         self.timelines[BROKER_PUT].record(now, put)
         self.timelines[BROKER_GET].record(now, get)
@@ -238,24 +238,24 @@ class Sampler:
             del self._watched[topic]
         return sorted(self._watched)
 
-    async def _topic_put_tps(self, topics: list[str], masters: list[str],
-                             ask: _Asker) -> dict[str, Value]:
-        """TOPIC_PUT_NUMS' one-minute TPS summed over the masters that have the topic (315;
-        a broker without it answers an error, which is not one)."""
-
-        async def one(topic: str, addr: str) -> float | None:
-            try:
-                data = await self.admin.broker_stats(addr, TOPIC_PUT_NUMS, topic)
-            except ApogeeError:
-                return None
-            return float((data.get("statsMinute") or {}).get("tps") or 0.0)
-
-        pairs = [(t, a) for t in topics for a in masters]
-        answers = await asyncio.gather(*(ask(f"put TPS of {t}", one(t, a)) for t, a in pairs))
-        out: dict[str, Value] = {t: 0.0 for t in topics}
-        for (topic, _), tps in zip(pairs, answers, strict=True):
-            if isinstance(tps, float):
-                out[topic] = (out[topic] or 0.0) + tps
+    async def _topic_put_tps(self, topics: list[str], now: float, ask: _Asker) -> dict[str, Value]:
+        """Each topic's put TPS since the last tick: the change of its queues' max offsets on
+        each broker (202), summed over the brokers.  A broker that did not answer, or whose
+        offsets went back (the topic was made again), adds nothing this tick."""
+        stats = await asyncio.gather(*(ask(f"offsets of {t}", self.admin.topic_stats(t)) for t in topics))
+        out: dict[str, Value] = {}
+        seen: list[str] = []
+        for topic, table in zip(topics, stats, strict=True):
+            if table is None:
+                continue
+            per_broker: dict[str, int] = defaultdict(int)
+            for queue, offsets in table.items():
+                per_broker[queue.broker_name] += offsets.max_offset
+            rates = [self._rates[TOPIC_PUT].rate(f"{topic}@{b}", now, n) for b, n in per_broker.items()]
+            seen.extend(f"{topic}@{b}" for b in per_broker)
+            known = [r for r in rates if r is not None]
+            out[topic] = sum(known) if known else None
+        self._rates[TOPIC_PUT].keep_only(seen)
         return out
 
 
