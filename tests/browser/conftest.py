@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
-from playwright.sync_api import Browser, Page, Playwright, sync_playwright
+from playwright.sync_api import Browser, Page, Playwright, expect, sync_playwright
 
 from tests.support.processes import ServerProcess, start_broker, start_namesrv
 
@@ -35,6 +37,7 @@ CHROMIUM_ARGS = (
 VIEWPORT = {"width": 1280, "height": 800}
 TIMEOUT_MS = 15_000  # one page action or expectation; a failure shows within seconds
 IMAGES = Path(__file__).resolve().parents[2] / "docs" / "images"
+expect.set_options(timeout=TIMEOUT_MS)
 
 
 class _Chromium:
@@ -88,9 +91,14 @@ class Cluster:
             server.close()
 
 
+def dashboard_process(namesrv: str, *extra: str, env: dict[str, str] | None = None) -> ServerProcess:
+    """``apogee dashboard`` as a user runs it, on a free loopback port (``with ... as d:``
+    starts and stops it)."""
+    return ServerProcess(["dashboard", "-n", namesrv, "--listen", "127.0.0.1:0", *extra], env=env)
+
+
 def start_dashboard(namesrv: str, *extra: str, env: dict[str, str] | None = None) -> ServerProcess:
-    """``apogee dashboard`` as a user runs it, on a free loopback port."""
-    return ServerProcess(["dashboard", "-n", namesrv, "--listen", "127.0.0.1:0", *extra], env=env).start()
+    return dashboard_process(namesrv, *extra, env=env).start()
 
 
 def start_cluster(root: Path, broker_conf: str = "") -> Cluster:
@@ -119,13 +127,23 @@ def chromium() -> Browser:
     return _Chromium.get()
 
 
+@contextmanager
+def open_page(browser: Browser, base_url: str, **options: Any) -> Iterator[Page]:
+    """A page in a fresh browser context (no cookies, 1280x800) whose relative URLs go to
+    ``base_url``; ``options`` go to ``new_context`` (``http_credentials=...``)."""
+    context = browser.new_context(viewport=VIEWPORT, base_url=base_url, **options)  # type: ignore[arg-type]
+    context.set_default_timeout(TIMEOUT_MS)
+    try:
+        yield context.new_page()
+    finally:
+        context.close()
+
+
 @pytest.fixture
 def page(chromium: Browser, cluster: Cluster) -> Iterator[Page]:
     """A fresh context and page on the shared dashboard (``page.goto("/topics")``)."""
-    context = chromium.new_context(viewport=VIEWPORT, base_url=cluster.url)  # type: ignore[arg-type]
-    context.set_default_timeout(TIMEOUT_MS)
-    yield context.new_page()
-    context.close()
+    with open_page(chromium, cluster.url) as fresh:
+        yield fresh
 
 
 def screenshot(page: Page, name: str) -> Path:

@@ -4,7 +4,9 @@ cleanExpiredCQ, cleanUnusedTopic, deleteExpiredCommitLog, clusterList) on Rocket
 
 from __future__ import annotations
 
+import asyncio
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,6 +49,27 @@ def _int(value: str | None) -> int:
         return int(value or 0)
     except ValueError:
         return 0
+
+
+def broker_row(cluster: str, name: str, broker_id: int, addr: str, info: dict[str, str] | str,
+               now_ms: float) -> BrokerRow:
+    """The clusterList row of one broker from its runtime info (28), or from the error text
+    when it did not answer."""
+    row = BrokerRow(cluster, name, broker_id, addr)
+    if not isinstance(info, dict):
+        row.error = info
+        return row
+    row.version = info.get("brokerVersionDesc", "")
+    row.in_tps, row.out_tps = _first_tps(info.get("putTps")), _first_tps(info.get("getTransferedTps"))
+    row.msg_put_today = _int(info.get("msgPutTotalTodayNow")) - _int(info.get("msgPutTotalTodayMorning"))
+    row.msg_get_today = _int(info.get("msgGetTotalTodayNow")) - _int(info.get("msgGetTotalTodayMorning"))
+    earliest = _int(info.get("earliestMessageTimeStamp"))
+    row.hours = (now_ms - earliest) / 3_600_000 if earliest > 0 else 0.0
+    try:
+        row.space = float(info.get("commitLogDiskRatio") or 0.0)
+    except ValueError:
+        row.space = 0.0
+    return row
 
 
 class BrokerAdmin(AdminBase):
@@ -100,23 +123,25 @@ class BrokerAdmin(AdminBase):
         now_ms = time.time() * 1000
         rows = []
         for i, (cl, name, bid, addr) in enumerate(addrs):
-            row = BrokerRow(cl, name, bid, addr)
+            info: dict[str, str] | str
             try:
                 info = await self.broker_runtime_info(addr)
             except ApogeeError as exc:
-                row.error = str(exc)
-            else:
-                row.version = info.get("brokerVersionDesc", "")
-                row.in_tps, row.out_tps = _first_tps(info.get("putTps")), _first_tps(info.get("getTransferedTps"))
-                row.msg_put_today = _int(info.get("msgPutTotalTodayNow")) - _int(info.get("msgPutTotalTodayMorning"))
-                row.msg_get_today = _int(info.get("msgGetTotalTodayNow")) - _int(info.get("msgGetTotalTodayMorning"))
-                earliest = _int(info.get("earliestMessageTimeStamp"))
-                row.hours = (now_ms - earliest) / 3_600_000 if earliest > 0 else 0.0
-                try:
-                    row.space = float(info.get("commitLogDiskRatio") or 0.0)
-                except ValueError:
-                    row.space = 0.0
-            rows.append(row)
+                info = str(exc)
+            rows.append(broker_row(cl, name, bid, addr, info, now_ms))
             if tick:
                 tick(i + 1, len(addrs))
         return rows
+
+    async def runtime_infos(self, addrs: Iterable[str]) -> dict[str, dict[str, str] | str]:
+        """GET_BROKER_RUNTIME_INFO (28) of every address at once: address -> its keys, or the
+        error text of a broker that did not answer (one broker down does not hide the rest)."""
+
+        async def one(addr: str) -> dict[str, str] | str:
+            try:
+                return await self.broker_runtime_info(addr)
+            except ApogeeError as exc:
+                return str(exc)
+
+        unique = list(dict.fromkeys(addrs))
+        return dict(zip(unique, await asyncio.gather(*(one(a) for a in unique)), strict=True))

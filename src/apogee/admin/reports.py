@@ -7,12 +7,12 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from apogee.admin.base import Tick, load_object
+from apogee.admin.base import Tick
 from apogee.admin.brokers import BrokerAdmin, _first_tps
 from apogee.admin.tracks import TrackAdmin
 from apogee.common import constants as c
 from apogee.errors import ApogeeError
-from apogee.remoting.codes import CURRENT_VERSION_DESC, RequestCode
+from apogee.remoting.codes import CURRENT_VERSION_DESC
 
 # Stats item names of RocketMQ's BrokerStatsManager that statsAll reads (315).
 TOPIC_PUT_NUMS = "TOPIC_PUT_NUMS"
@@ -105,8 +105,7 @@ class ReportAdmin(TrackAdmin, BrokerAdmin):
     async def _user_tables(self, addr: str, special: bool) -> tuple[dict[str, Any], dict[str, Any]]:
         """GET_ALL_TOPIC_CONFIG (21) and GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201) without system
         topics and groups (RocketMQ's getUserTopicConfig / getUserSubscriptionGroup)."""
-        topics_body = load_object((await self.call_broker(addr, RequestCode.GET_ALL_TOPIC_CONFIG)).body_bytes())
-        topics = {k: v for k, v in (topics_body.get("topicConfigTable") or {}).items() if _is_user_topic(k, special)}
+        topics = {k: v for k, v in (await self.topic_configs(addr)).items() if _is_user_topic(k, special)}
         groups = {k: v for k, v in (await self.groups_on(addr)).items() if not k.startswith(c.CID_RMQ_SYS_PREFIX)}
         return topics, groups
 

@@ -4,16 +4,19 @@ brokers, 105, 206, 216 and the ORDER_TOPIC_CONFIG key-values (100-102) to NameSe
 
 from __future__ import annotations
 
+import asyncio
+import time
 from dataclasses import dataclass
+from typing import Any
 
 from apogee.admin.base import Tick, load_object
-from apogee.admin.errors import NoWritableQueueError
+from apogee.admin.errors import NoWritableQueueError, TopicNotFoundError
 from apogee.admin.namesrv import NamesrvAdmin
 from apogee.client.consumer.allocate import AllocateAveragely
 from apogee.client.routes import publish_queues, subscribe_queues
 from apogee.common import constants as c
 from apogee.common.message import MessageQueue
-from apogee.errors import RemoteError
+from apogee.errors import NoRouteError, RemoteError
 from apogee.namesrv.kv_config import ORDER_TOPIC_CONFIG
 from apogee.remoting.bodies.admin import TopicOffset, decode_topic_stats
 from apogee.remoting.bodies.heartbeat import QueueKey
@@ -22,6 +25,7 @@ from apogee.remoting.headers.consumer import CreateTopicRequestHeader
 from apogee.remoting.headers.namesrv import DeleteTopicFromNamesrvRequestHeader
 
 DEFAULT_QUEUES = 8  # mqadmin updateTopic's default read and write queue numbers
+ROUTE_WAIT_S = 10.0  # how long a created topic may take to be served by the NameServer
 
 
 @dataclass
@@ -31,6 +35,15 @@ class TopicUse:
     cluster: str
     topic: str
     groups: list[str]
+
+
+@dataclass
+class CreatedTopic:
+    """What ``create_topic`` wrote: broker name -> address, and the order configuration
+    stored on the NameServers (ordered topics only)."""
+
+    brokers: dict[str, str]
+    order_conf: str | None = None
 
 
 class TopicAdmin(NamesrvAdmin):
@@ -45,6 +58,51 @@ class TopicAdmin(NamesrvAdmin):
             topic_sys_flag=sys_flag,
         )
         await self.call_broker(broker_addr, RequestCode.UPDATE_AND_CREATE_TOPIC, header.encode())
+
+    async def create_topic(
+        self, topic: str, *, broker_addr: str | None = None, cluster: str | None = None,
+        read_queues: int = DEFAULT_QUEUES, write_queues: int = DEFAULT_QUEUES, perm: int = 6, order: bool = False,
+        sys_flag: int | None = None, wait_s: float = ROUTE_WAIT_S,
+    ) -> CreatedTopic:
+        """mqadmin updateTopic: create or update ``topic`` on one broker (``broker_addr``), the
+        masters of ``cluster``, or (neither) every master; an ordered topic's queues are also
+        stored as the NameServers' order configuration.  Returns once the NameServer serves
+        the route (``wait_s`` 0: at once), so a consumer started next finds the topic."""
+        if broker_addr:
+            view = await self.cluster_info()
+            targets = {view.name_of(broker_addr) or broker_addr: broker_addr}
+        else:
+            targets = await self.cluster_masters(cluster)
+        targets = dict(sorted(targets.items()))
+        for addr in targets.values():
+            await self.update_topic(topic, addr, perm=perm, order=order, read_queues=read_queues,
+                                    write_queues=write_queues, sys_flag=sys_flag)
+        stored = None
+        if order:
+            conf = ";".join(f"{name}:{write_queues}" for name in targets)
+            stored = await self.put_order_conf(topic, conf, replace=not broker_addr)
+        if wait_s > 0:
+            await self.wait_for_route(topic, wait_s)
+        return CreatedTopic(targets, stored)
+
+    async def wait_for_route(self, topic: str, timeout_s: float = ROUTE_WAIT_S) -> None:
+        """Return once the NameServer serves ``topic``: a broker registers a new topic a moment later."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                await self.route(topic)
+                return
+            except TopicNotFoundError:
+                if time.monotonic() > deadline:
+                    raise NoRouteError(f"the NameServer does not serve {topic!r} after {timeout_s:.0f} s") from None
+                await asyncio.sleep(0.1)
+
+    async def topic_configs(self, broker_addr: str) -> dict[str, dict[str, Any]]:
+        """GET_ALL_TOPIC_CONFIG (21): every topic config of one broker (TopicConfig fields:
+        readQueueNums, writeQueueNums, perm, order, topicSysFlag, ...), in one request."""
+        body = load_object((await self.call_broker(broker_addr, RequestCode.GET_ALL_TOPIC_CONFIG)).body_bytes())
+        table = body.get("topicConfigTable") or {}
+        return {str(k): v for k, v in table.items() if isinstance(v, dict)}
 
     async def delete_topic(self, topic: str, cluster: str) -> list[str]:
         """mqadmin deleteTopic: DELETE_TOPIC_IN_BROKER (215) on every master of ``cluster``,

@@ -45,7 +45,10 @@ def problem_response(request: Request, problem: Problem) -> Response:
 
 
 async def handle_error(request: Request, exc: Exception) -> Response:
-    return problem_response(request, describe(exc))
+    problem = describe(exc)
+    if problem.status >= 500:  # a server gone or unreachable: what is cached may be stale too
+        request.app.state.ctx.invalidate()
+    return problem_response(request, problem)
 
 
 async def handle_http(request: Request, exc: Exception) -> Response:

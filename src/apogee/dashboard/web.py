@@ -74,7 +74,7 @@ def _environment() -> jinja2.Environment:
         loader=jinja2.FileSystemLoader(TEMPLATES_DIR), autoescape=True, undefined=jinja2.StrictUndefined,
         trim_blocks=True, lstrip_blocks=True,
     )
-    env.filters.update(ms=fmt_ms, bytes=fmt_bytes, num=fmt_num, perm=fmt_perm)
+    env.filters.update(ms=fmt_ms, bytes=fmt_bytes, num=fmt_num, perm=fmt_perm, q=lambda s: quote(str(s), safe=""))
     return env
 
 

@@ -9,31 +9,18 @@ consumer or ``apogee run`` started next finds it.
 
 from __future__ import annotations
 
-import asyncio
-import time
-
 import click
 
 from apogee.admin.client import AdminClient
-from apogee.admin.errors import TopicNotFoundError
+from apogee.admin.topics import ROUTE_WAIT_S
 from apogee.cli.admin.commands import BOOL, Output, _fmt_ms, admin_command, admin_group, opt
-from apogee.errors import NoRouteError
 
-ROUTE_WAIT_S = 10.0
 FLAG_UNIT, FLAG_UNIT_SUB = 0x1, 0x2  # TopicSysFlag
 
 
 async def wait_for_route(admin: AdminClient, topic: str, timeout_s: float = ROUTE_WAIT_S) -> None:
-    """Return once the NameServer serves ``topic``: a broker registers a new topic a moment later."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            await admin.route(topic)
-            return
-        except TopicNotFoundError:
-            if time.monotonic() > deadline:
-                raise NoRouteError(f"the NameServer does not serve {topic!r} after {timeout_s:.0f} s") from None
-            await asyncio.sleep(0.1)
+    """``AdminClient.wait_for_route`` (kept here for the callers of this module)."""
+    await admin.wait_for_route(topic, timeout_s)
 
 
 @admin_group.admin("update-topic", "updateTopic")
@@ -58,23 +45,17 @@ async def update_topic(
         raise click.UsageError("give --broker-addr or --cluster-name, not both")
     reads, writes = read_queue_nums or queue_nums, write_queue_nums or queue_nums
     sys_flag = (FLAG_UNIT if unit else 0) | (FLAG_UNIT_SUB if has_unit_sub else 0)
-    view = await admin.cluster_info()
-    targets = {view.name_of(broker_addr) or broker_addr: broker_addr} if broker_addr \
-        else await admin.cluster_masters(cluster_name)
-    rows = []
-    for name, addr in sorted(targets.items()):
-        await admin.update_topic(topic, addr, perm=perm, order=order, read_queues=reads, write_queues=writes,
-                                 sys_flag=sys_flag)
-        rows.append([name, addr, reads, writes, perm])
-        if not out.json_mode:
-            out.line(f"create topic {topic} on {name} ({addr}): {reads}/{writes} queues, perm {perm}")
+    created = await admin.create_topic(topic, broker_addr=broker_addr, cluster=cluster_name, read_queues=reads,
+                                       write_queues=writes, perm=perm, order=order, sys_flag=sys_flag, wait_s=0)
+    rows = [[name, addr, reads, writes, perm] for name, addr in created.brokers.items()]
     if out.json_mode:
         out.table(["broker", "address", "readQueueNums", "writeQueueNums", "perm"], rows, name="created")
-    if order:
-        conf = ";".join(f"{name}:{writes}" for name in sorted(targets))
-        stored = await admin.put_order_conf(topic, conf, replace=not broker_addr)
-        out.value("orderConf", stored, "set order configuration")
-    await wait_for_route(admin, topic)
+    else:
+        for name, addr, *_ in rows:
+            out.line(f"create topic {topic} on {name} ({addr}): {reads}/{writes} queues, perm {perm}")
+    if created.order_conf is not None:
+        out.value("orderConf", created.order_conf, "set order configuration")
+    await admin.wait_for_route(topic)
     out.line(f"topic {topic} is served by the NameServer")
 
 

@@ -15,10 +15,15 @@ const Apogee = (() => {
     return body;
   }
 
-  // A problem ({title, detail, where}) in the layout's banner, as the server renders it.
+  // A problem ({title, detail, where}) in the layout's banner, as the server renders it
+  // (once: a problem the banner already shows is not repeated).
   function showProblem(problem) {
     const banner = document.getElementById("banner");
     if (!banner) return;
+    for (const shown of banner.querySelectorAll(".banner.error")) {
+      const title = shown.querySelector("strong"), detail = shown.querySelector(".detail");
+      if (title && detail && title.textContent === (problem.title || "Error") && detail.textContent === (problem.detail || "")) return;
+    }
     const div = document.createElement("div");
     div.className = "banner error";
     div.setAttribute("role", "alert");
