@@ -89,6 +89,7 @@ class Sampler:
         self.groups: GroupsSnapshot | None = None
         self.errors: list[str] = []  # the last tick's failures
         self.ticks = 0
+        self.tick_seconds = 0.0  # how long the last tick took (its requests, all told)
         self._rates = {BROKER_PUT: RateMeter(), BROKER_GET: RateMeter(), TOPIC_PUT: RateMeter()}
         self._watched: dict[str, float] = {}  # topic -> when a chart last asked for it
         self._poke = asyncio.Event()
@@ -149,6 +150,7 @@ class Sampler:
     async def tick(self) -> None:
         """Sample everything once and record it at this time."""
         now = self._clock()
+        began = time.perf_counter()
         ask = _Asker(self.settings.concurrency)
         view = await self.admin.cluster_info()
         addrs = {broker_label(name, bid): addr
@@ -188,6 +190,7 @@ class Sampler:
         self.timelines[GROUP_LAG].record(now, {g: float(r.lag) for g, r in rows.items()})
         self.groups = GroupsSnapshot(now, rows, ask.errors)
         self.errors = ask.errors
+        self.tick_seconds = time.perf_counter() - began
         async with self._ticked:
             self.ticks += 1
             self._ticked.notify_all()

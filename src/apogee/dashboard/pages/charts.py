@@ -60,7 +60,7 @@ async def index(request: Request) -> Response:
 
 
 async def data(request: Request) -> Response:
-    """``{"interval_s", "ticks", "errors", "charts": {id: {title, unit, times, series}}}``."""
+    """``{"interval_s", "ticks", "tick_ms", "errors", "charts": {id: {title, unit, times, series}}}``."""
     sampler = context_of(request).sampler
     topics, groups = _names(request, "topics"), _names(request, "groups")
     if topics:
@@ -72,6 +72,7 @@ async def data(request: Request) -> Response:
         for chart, title, unit in CHARTS
     }
     return json_response({"interval_s": sampler.settings.interval_s, "ticks": sampler.ticks,
+                          "tick_ms": round(sampler.tick_seconds * 1000, 1),
                           "errors": sampler.errors[:5], "charts": charts})
 
 

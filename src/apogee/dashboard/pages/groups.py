@@ -54,7 +54,8 @@ def _list_context(request: Request, snap: GroupsSnapshot | None) -> dict[str, ob
     show_system = request.query_params.get("system") == "1"
     rows = [r for r in (snap.rows.values() if snap else []) if show_system or not r.system]
     return {"rows": rows, "show_system": show_system, "snapshot": snap,
-            "interval_ms": int(context_of(request).sampler.settings.interval_s * 1000)}
+            "interval_ms": int(context_of(request).sampler.settings.interval_s * 1000),
+            "tick_ms": context_of(request).sampler.tick_seconds * 1000}
 
 
 async def index(request: Request) -> Response:

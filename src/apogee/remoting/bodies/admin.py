@@ -126,7 +126,7 @@ def encode_broker_consume_stats(groups: list[dict[str, list[ConsumeStats]]], tot
 def decode_broker_consume_stats(body: bytes) -> tuple[list[tuple[str, ConsumeStats]], int]:
     """ConsumeStatsList as (group, ConsumeStats of one topic) pairs, and ``totalDiff``."""
     obj = _load(body, "ConsumeStatsList")
-    pairs = []
+    pairs: list[tuple[str, ConsumeStats]] = []
     for entry in obj.get("consumeStatsList") or []:
         for group, stats_list in (entry.items() if isinstance(entry, dict) else []):
             pairs.extend((str(group), ConsumeStats.from_json(s)) for s in stats_list or [] if isinstance(s, dict))
