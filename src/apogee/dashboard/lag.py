@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from apogee.common import constants as c
+from apogee.common.validators import is_system_topic
 
 # RocketMQ's MixAll names of the groups its tools and brokers use for themselves; the
 # dashboard lists them only when asked (RocketMQ Dashboard's "SYSTEM" filter).
@@ -110,5 +111,4 @@ def top_topics(rates: Mapping[str, float], n: int, always: Iterable[str] = ()) -
 
 def is_user_topic(topic: str) -> bool:
     """Not a system topic, nor a group's retry or DLQ topic."""
-    return not (topic in c.SYSTEM_TOPICS or topic.startswith(
-        (c.SYSTEM_TOPIC_PREFIX, c.RETRY_GROUP_TOPIC_PREFIX, c.DLQ_GROUP_TOPIC_PREFIX)))
+    return not (is_system_topic(topic) or topic.startswith((c.RETRY_GROUP_TOPIC_PREFIX, c.DLQ_GROUP_TOPIC_PREFIX)))

@@ -139,7 +139,8 @@ class Sampler:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # a tick must never end the loop; the page shows why
-                log.warning("dashboard sample failed: %s", exc, exc_info=not isinstance(exc, ApogeeError))
+                if [str(exc)] != self.errors:  # once per cause, not every interval
+                    log.warning("dashboard sample failed: %s", exc, exc_info=not isinstance(exc, ApogeeError))
                 self.errors = [str(exc)]
             self._poke.clear()
             with contextlib.suppress(TimeoutError):

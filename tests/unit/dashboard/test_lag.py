@@ -50,3 +50,22 @@ def test_track_types_of_a_push_consumer() -> None:
     assert push_track(True, None, "A") is TrackType.CONSUMED
     assert push_track(True, ["B", "C"], "A") is TrackType.CONSUMED_BUT_FILTERED
     assert push_track(True, ["A", "C"], "A") is TrackType.CONSUMED
+
+
+def test_the_group_list_joins_configs_and_progress_of_every_master() -> None:
+    from apogee.dashboard.sampler import Sampler
+    from apogee.remoting.bodies.admin import ConsumeStats, OffsetWrapper
+    from apogee.remoting.bodies.heartbeat import QueueKey
+
+    configs = [{"g": {"retryMaxTimes": 3}}, {"g": {"retryMaxTimes": 3}, "only-b": {}}]
+    stats = [
+        [("g", ConsumeStats({QueueKey("T", "a", 0): OffsetWrapper(10, 4, 0)}, 1.5))],
+        [("g", ConsumeStats({QueueKey("T", "b", 0): OffsetWrapper(5, 5, 0)}, 0.5)),
+         ("offsets-only", ConsumeStats({QueueKey("U", "b", 1): OffsetWrapper(3, 1, 0)}, 0.0))],
+    ]
+    rows = Sampler._group_rows(["a", "b"], configs, stats)
+    assert list(rows) == ["g", "offsets-only", "only-b"]
+    g = rows["g"]
+    assert (g.brokers, g.lag, g.tps, g.topics, g.retry_max_times) == (["a", "b"], 6, 2.0, {"T"}, 3)
+    assert (rows["offsets-only"].brokers, rows["offsets-only"].lag) == (["b"], 2)
+    assert rows["only-b"].lag == 0 and rows["only-b"].clients is None

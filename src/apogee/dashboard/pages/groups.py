@@ -34,9 +34,10 @@ QUEUE_REFRESH_MS = 2000
 
 
 async def _snapshot(ctx: DashboardContext) -> tuple[GroupsSnapshot | None, list[Problem]]:
-    """The sampler's last groups snapshot; right after start, the first one (waited for)."""
+    """The sampler's last groups snapshot; right after start, the first one (waited for,
+    unless sampling already failed: then the banner says why at once)."""
     sampler = ctx.sampler
-    if sampler.groups is None:
+    if sampler.groups is None and not sampler.errors:
         with contextlib.suppress(TimeoutError):
             await sampler.wait_ticks(1, timeout_s=max(5.0, 2 * sampler.settings.interval_s))
     snap = sampler.groups
