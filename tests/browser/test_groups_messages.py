@@ -33,7 +33,7 @@ WAIT_MS = 15_000  # a page expectation that depends on the sampler or a consumer
 
 @pytest.fixture(scope="module")
 def producer(cluster: Cluster) -> Iterator[SyncProducer]:
-    with SyncProducer(unique("PG"), cluster.namesrv.addr, **FAST) as p:
+    with SyncProducer(unique("PG"), cluster.namesrv.addr, enable_msg_trace=True, **FAST) as p:
         yield p
 
 
@@ -83,7 +83,6 @@ def test_find_a_message_by_key_and_by_time_and_open_its_detail(page: Page, produ
     expect(page.locator('pre[data-view="json"]')).to_contain_text('"order": 42,\n')
     page.locator("#body .tabs button", has_text="Hex").click()
     expect(page.locator('pre[data-view="hex"]')).to_contain_text("00000000  7b 22 6f 72")
-    screenshot(page, "message-detail")
 
     # by topic and time: a job, its progress, then both messages
     page.goto("/messages")
@@ -116,15 +115,25 @@ def test_lag_falls_to_zero_while_a_consumer_runs_and_rises_after_a_reset_by_time
     lag = page.locator('[data-field="group-lag"]')
     expect(lag).to_have_text("10", timeout=WAIT_MS)  # no consumer runs: the 10 wait
 
-    second = consumer(cluster, group, topic, listener)
+    second = consumer(cluster, group, topic, listener, enable_msg_trace=True)
     try:
         expect(lag).to_have_text("0", timeout=WAIT_MS)  # the page refreshes itself meanwhile
         assert len(consumed) >= 11
 
-        # resend one to the running consumer (CONSUME_MESSAGE_DIRECTLY): its listener sees it again
+        # its page: consumed by the group, and the trace the producer and consumer wrote
         page.goto(f"/messages?topic={topic}&id={ids[3]}")
         expect(page.locator("#summary")).to_contain_text("lag-3")
         expect(page.locator("#tracks")).to_contain_text("CONSUMED")
+
+        def traced() -> bool:
+            page.reload()
+            return page.locator("#trace tbody tr", has_text="consumed").count() == 1
+
+        block_until(traced, 15, "the consumption traced", interval_s=0.3)
+        expect(page.locator("#trace tbody tr", has_text="sent")).to_contain_text("ok")
+        screenshot(page, "message-detail")
+
+        # resend it to the running consumer (CONSUME_MESSAGE_DIRECTLY): its listener sees it again
         count = len(consumed)
         page.locator("form#resend").get_by_role("button", name="Resend").click()
         expect(page.locator("#banner")).to_contain_text("CR_SUCCESS")
