@@ -57,6 +57,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
         def _split_scope(self, nodeid: str) -> str:
             if nodeid.startswith(_WITH_SPARK):
                 return "tests/spark"
+            if nodeid.startswith("tests/browser/"):  # one Chromium and one shared cluster for all
+                return "tests/browser"
             return super()._split_scope(nodeid)
 
     return SparkTogether(config, log)

@@ -23,7 +23,7 @@ def test_the_cluster_page_lists_the_broker_with_its_role(page: Page, cluster: Cl
     expect(page.locator("h1")).to_contain_text("broker-a")
     expect(page.locator("#broker-config tr", has_text="brokerName")).to_contain_text("broker-a")
     expect(page.locator("#broker-info tr", has_text="brokerVersionDesc")).to_contain_text("V4_9_8")
-    page.get_by_label("Filter runtime figures").fill("tps")
+    page.get_by_label("Filter runtime figures and settings").fill("tps")
     expect(page.locator("#broker-info tbody tr:visible", has_text="putTps")).to_have_count(1)
     expect(page.locator("#broker-info tbody tr:visible", has_text="commitLogMaxOffset")).to_have_count(0)
     screenshot(page, "broker")

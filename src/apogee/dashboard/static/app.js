@@ -87,6 +87,14 @@ const Apogee = (() => {
     step();
   }
 
+  // A millisecond timestamp as local time, as the server's `ms` filter writes it.
+  function fmtMs(ms) {
+    if (!ms || ms <= 0) return "-";
+    const d = new Date(ms), p = (n, w) => String(n).padStart(w || 2, "0");
+    return d.getFullYear() + "-" + p(d.getMonth() + 1) + "-" + p(d.getDate()) + " " + p(d.getHours()) + ":" +
+      p(d.getMinutes()) + ":" + p(d.getSeconds()) + "." + p(d.getMilliseconds(), 3);
+  }
+
   function wire() {
     // <form data-confirm="Delete topic X?">: ask first.
     document.querySelectorAll("form[data-confirm]").forEach((form) => {
@@ -94,18 +102,18 @@ const Apogee = (() => {
         if (!window.confirm(form.dataset.confirm)) ev.preventDefault();
       });
     });
-    // <input data-filter="#table-id">: hide the rows whose text does not contain the input.
+    // <input data-filter="#table-id, ...">: hide the rows whose text does not contain the input.
     document.querySelectorAll("input[data-filter]").forEach((input) => {
-      const table = document.querySelector(input.dataset.filter);
-      if (!table) return;
+      const tables = document.querySelectorAll(input.dataset.filter);
+      if (!tables.length) return;
       const apply = () => {
         const needle = input.value.trim().toLowerCase();
         let shown = 0;
-        table.querySelectorAll("tbody tr").forEach((row) => {
+        tables.forEach((table) => table.querySelectorAll("tbody tr").forEach((row) => {
           const hit = !needle || row.textContent.toLowerCase().includes(needle);
           row.hidden = !hit;
           if (hit) shown += 1;
-        });
+        }));
         const count = document.querySelector(input.dataset.count || "#row-count");
         if (count) count.textContent = shown;
       };
@@ -121,5 +129,5 @@ const Apogee = (() => {
   }
 
   document.addEventListener("DOMContentLoaded", wire);
-  return { getJSON, showProblem, pollJob, refreshEvery };
+  return { getJSON, showProblem, pollJob, refreshEvery, fmtMs };
 })();
