@@ -26,7 +26,7 @@ from apogee.admin.tracks import MessageTrack
 from apogee.client.trace import MessageTrace
 from apogee.common import constants as c
 from apogee.common.message import MessageExt
-from apogee.dashboard.errors import Problem, attempt, describe
+from apogee.dashboard.errors import BadInput, Problem, attempt, describe
 from apogee.errors import ApogeeError
 
 HEX_MAX = 64 * 1024  # bytes of a body shown in hex
@@ -121,7 +121,10 @@ def owning_group(topic: str) -> str | None:
 
 async def message_detail(admin: AdminClient, offset_msg_id: str) -> MessageDetail:
     """Everything the detail page shows of the message at ``offset_msg_id`` (33)."""
-    msg = await admin.view_message(offset_msg_id)
+    try:
+        msg = await admin.view_message(offset_msg_id)
+    except ValueError as exc:  # not an offset id: nothing was asked
+        raise BadInput(f"{offset_msg_id!r} is not an offset message id ({exc})") from None
     view = await admin.cluster_info()
     broker = view.name_of(f"{msg.store_host[0]}:{msg.store_host[1]}") or ""
     problems: list[Problem] = []

@@ -63,6 +63,10 @@ class Timeline:
         return len(self._times)
 
     @property
+    def last_time(self) -> float | None:
+        return self._times[-1] if self._times else None
+
+    @property
     def names(self) -> list[str]:
         return list(self._values)
 

@@ -16,10 +16,11 @@ from starlette.routing import BaseRoute, Route
 from apogee.admin.messages import RANGE_QUERY_MAX
 from apogee.dashboard import message_search as ms
 from apogee.dashboard.context import context_of
-from apogee.dashboard.errors import BadInput, Problem, attempt
+from apogee.dashboard.errors import BadInput, Problem, attempt, describe
 from apogee.dashboard.jobs import Job
 from apogee.dashboard.times import local_input, parse_time
 from apogee.dashboard.web import NavEntry, fmt_ms, form_data, int_field, redirect, render
+from apogee.errors import ApogeeError
 
 NAV: NavEntry | None = NavEntry("Messages", "/messages", 40)
 
@@ -138,10 +139,23 @@ async def dlq_resend(request: Request) -> Response:
     ids = [name[len("msg:"):] for name, value in form.items() if name.startswith("msg:") and value]
     if not group or not ids:
         raise BadInput("choose the dead letters to resend")
-    sent = [(await ctx.admin.resend_to_retry(group, offset_id)).msg_id for offset_id in ids]
+    sent, failed = [], []
+    for offset_id in ids:  # one refused does not stop the others; the notice names both
+        try:
+            sent.append((await ctx.admin.resend_to_retry(group, offset_id)).msg_id)
+        except ApogeeError as exc:
+            failed.append(f"{offset_id}: {describe(exc).detail}")
     ctx.sampler.poke()
-    return redirect(f"/messages/dlq?group={quote(group, safe='')}",
-                    notice=f"Resent {len(sent)} to %RETRY%{group} as {', '.join(sent)}")
+    notice = f"Resent {len(sent)} to %RETRY%{group}" + (f" as {_some(sent)}" if sent else "")
+    if failed:
+        notice += f"; {len(failed)} failed: {_some(failed)}"
+    return redirect(f"/messages/dlq?group={quote(group, safe='')}", notice=notice)
+
+
+def _some(items: list[str], shown: int = 5) -> str:
+    """The first few of ``items`` (a notice travels in a cookie: it must stay short)."""
+    more = f" and {len(items) - shown} more" if len(items) > shown else ""
+    return ", ".join(items[:shown]) + more
 
 
 routes: list[BaseRoute] = [
