@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import socket
 import subprocess
 import sys
 import urllib.request
@@ -17,7 +18,7 @@ def apogee(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "apogee", *args], capture_output=True, text=True, timeout=timeout)
 
 
-@pytest.mark.parametrize("command", [[], ["namesrv"], ["broker"], ["dev"], ["demo"]])
+@pytest.mark.parametrize("command", [[], ["namesrv"], ["broker"], ["dev"], ["demo"], ["dashboard"]])
 def test_help_everywhere(command: list[str]) -> None:
     result = apogee(*command, "--help")
     assert result.returncode == 0 and "Usage:" in result.stdout
@@ -81,6 +82,16 @@ def test_dev_runs_namesrv_and_broker_in_one_process(tmp_path: Path) -> None:
         assert "broker-a" in urllib.request.urlopen(dashboard + "cluster", timeout=10).read().decode()
         assert dev.stop() == 0
     assert (tmp_path / "dev" / "store" / "config" / "topics.json").exists()
+
+
+def test_a_dashboard_on_a_busy_port_says_so_in_one_line() -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = apogee("dashboard", "-n", "127.0.0.1:9876", "--listen", f"127.0.0.1:{port}")
+    assert result.returncode == 4, result.stderr
+    assert result.stderr.strip().endswith(f"error: cannot start: dashboard on 127.0.0.1:{port}: Address already in use")
 
 
 @pytest.mark.spark

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import socket
 
 import uvicorn
@@ -46,7 +47,8 @@ class DashboardServer:
         try:
             self._socket = socket.create_server((self.host, self.port), family=_family(self.host), reuse_port=False)
         except OSError as exc:
-            raise OSError(exc.errno, f"dashboard on {self.host}:{self.port}: {exc.strerror}") from None
+            reason = os.strerror(exc.errno) if exc.errno else str(exc)
+            raise OSError(exc.errno, f"dashboard on {self.host}:{self.port}: {reason}") from None
         self.port = self._socket.getsockname()[1]
         config = uvicorn.Config(
             create_app(self.settings), lifespan="on", log_config=None, access_log=False, http="h11", ws="none",
