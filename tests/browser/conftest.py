@@ -106,7 +106,7 @@ def start_cluster(root: Path, broker_conf: str = "") -> Cluster:
     broker = dashboard = None
     try:
         broker = start_broker(namesrv.addr, root / "store", broker_conf)
-        dashboard = start_dashboard(namesrv.addr)
+        dashboard = start_dashboard(namesrv.addr, "--sample-interval", "1")  # charts and group list: a tick a second
     except BaseException:
         for server in (broker, namesrv):
             if server is not None:

@@ -18,10 +18,9 @@ import orjson
 from apogee.admin.base import AdminBase, Tick, load_object
 from apogee.admin.errors import GroupNotFoundError, TopicNotFoundError
 from apogee.common import constants as c
-from apogee.common.lenient_json import KeyedPairs
 from apogee.common.message import MessageQueue
 from apogee.errors import RemoteError
-from apogee.remoting.bodies.admin import ConsumeStats
+from apogee.remoting.bodies.admin import ConsumeStats, decode_broker_consume_stats
 from apogee.remoting.bodies.heartbeat import decode_reset_offset_body
 from apogee.remoting.codes import RequestCode, ResponseCode
 from apogee.remoting.headers.consumer import ResetOffsetRequestHeader, UpdateConsumerOffsetRequestHeader
@@ -61,6 +60,7 @@ class Connections:
     consume_type: str = ""
     message_model: str = ""
     consume_from_where: str = ""
+    tag_sets: dict[str, list[str]] = field(default_factory=dict)  # topic -> subscribed tags (empty: all)
 
 
 @dataclass
@@ -142,9 +142,11 @@ class GroupAdmin(AdminBase):
         if resp.code == ResponseCode.CONSUMER_NOT_ONLINE:
             raise GroupNotFoundError(f"consumer group {group!r} has no live consumer on {addr} ({resp.remark})")
         obj = load_object(resp.body_bytes())
-        subs = {str(t): str((s or {}).get("subString", "*")) for t, s in (obj.get("subscriptionTable") or {}).items()}
+        table = {str(t): s for t, s in (obj.get("subscriptionTable") or {}).items() if isinstance(s, dict)}
+        subs = {t: str(s.get("subString", "*")) for t, s in table.items()}
+        tags = {t: [str(tag) for tag in s.get("tagsSet") or []] for t, s in table.items()}
         return Connections(list(obj.get("connectionSet") or []), subs, str(obj.get("consumeType") or ""),
-                           str(obj.get("messageModel") or ""), str(obj.get("consumeFromWhere") or ""))
+                           str(obj.get("messageModel") or ""), str(obj.get("consumeFromWhere") or ""), tags)
 
     async def producer_connection(self, group: str, topic: str) -> Connections:
         """GET_PRODUCER_CONNECTION_LIST (204) on the topic's brokers."""
@@ -289,19 +291,19 @@ class GroupAdmin(AdminBase):
             out[r.queue] = r.consumer_offset
         return out
 
-    async def broker_consume_stats(self, addr: str, order: bool = False) -> tuple[list[tuple[str, QueueProgress]], int]:
-        """GET_BROKER_CONSUME_STATS (317): (group, queue progress) rows and the total lag."""
+    async def broker_group_stats(self, addr: str, order: bool = False) -> tuple[list[tuple[str, ConsumeStats]], int]:
+        """GET_BROKER_CONSUME_STATS (317): every group's ConsumeStats per topic on one broker
+        (offsets, last consume time and the group's TPS on that topic) and the total lag."""
         resp = await self.call_broker(addr, RequestCode.GET_BROKER_CONSUME_STATS,
                                       {"isOrder": "true" if order else "false"})
-        obj = load_object(resp.body_bytes(), keyed=True)
-        rows = []
-        for entry in obj.get("consumeStatsList") or []:
-            for group, stats_list in (entry.items() if isinstance(entry, dict) else []):
-                for stats in stats_list or []:
-                    table = stats.get("offsetTable") if isinstance(stats, dict) else None
-                    for key, w in table if isinstance(table, KeyedPairs) else []:
-                        mq = MessageQueue(str(key.get("topic")), str(key.get("brokerName")), int(key.get("queueId", 0)))
-                        rows.append((str(group), QueueProgress(mq, int(w.get("brokerOffset", 0)),
-                                                               int(w.get("consumerOffset", 0)),
-                                                               int(w.get("lastTimestamp", 0)))))
-        return rows, int(obj.get("totalDiff") or 0)
+        return decode_broker_consume_stats(resp.body_bytes())
+
+    async def broker_consume_stats(self, addr: str, order: bool = False) -> tuple[list[tuple[str, QueueProgress]], int]:
+        """GET_BROKER_CONSUME_STATS (317): (group, queue progress) rows and the total lag."""
+        pairs, total = await self.broker_group_stats(addr, order)
+        rows = [
+            (group, QueueProgress(MessageQueue(q.topic, q.broker_name, q.queue_id), w.broker_offset,
+                                  w.consumer_offset, w.last_timestamp))
+            for group, stats in pairs for q, w in stats.offset_table.items()
+        ]
+        return rows, total

@@ -7,6 +7,7 @@ CONSUME_MESSAGE_DIRECTLY (309)."""
 from __future__ import annotations
 
 import asyncio
+import heapq
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ from apogee.remoting.headers.consumer import QueryMessageRequestHeader
 from apogee.remoting.headers.pull import FLAG_SUBSCRIPTION, PullMessageRequestHeader
 
 TRACE_QUERY_MAX = 64
+RANGE_QUERY_MAX = 2000  # messages a time-range search keeps (the newest), as RocketMQ Dashboard's
 PULL_BATCH = 32  # what mqadmin's printMsg pulls at a time
 TOOLS_PRODUCER_GROUP = "PID_SMSC"  # mqadmin's sendMsgStatus / checkMsgSendRT group
 
@@ -37,6 +39,11 @@ _SET_BY_SEND = frozenset((
     c.UNIQ_KEY, c.PROPERTY_MSG_REGION, c.PROPERTY_TRACE_SWITCH, c.PROPERTY_MIN_OFFSET, c.PROPERTY_MAX_OFFSET,
     c.PROPERTY_CLUSTER, c.PROPERTY_CONSUME_START_TIMESTAMP,
 ))
+
+# Properties of the way to the DLQ (a delay, the retry topic it waited in, the consumer's own
+# limits): a dead letter sent to its retry topic again leaves them behind, so it is delivered
+# at once and retried under its group's current settings.
+_SET_BY_RETRY = frozenset((c.DELAY, c.REAL_TOPIC, c.REAL_QID, c.RECONSUME_TIME, c.MAX_RECONSUME_TIMES))
 
 
 class InvalidIdError(ClientError, ValueError):
@@ -176,6 +183,38 @@ class MessageAdmin(TopicAdmin):
                 return
             offset = nxt
 
+    async def messages_in_range(self, topic: str, begin_ms: int, end_ms: int, *, limit: int = RANGE_QUERY_MAX,
+                                tick: Tick | None = None) -> tuple[list[FoundMessage], int]:
+        """The messages of ``topic`` stored within [begin_ms, end_ms], newest first, at most
+        ``limit`` of them (the newest), and how many matched in all (RocketMQ Dashboard's
+        query by topic and time: each queue searched by time (29) and read (11)).  ``tick``
+        counts queue entries read of those the range spans."""
+        spans = []
+        for mq, addr in sorted((await self.topic_queues(topic)).items(), key=lambda kv: (kv[0].broker_name,
+                                                                                            kv[0].queue_id)):
+            low, high = await self.queue_bounds(addr, mq, begin_ms)
+            # searchOffset answers the entry nearest the time: the one after it may still be in range
+            last = await self.instance.api.search_offset(addr, mq.topic, mq.queue_id, end_ms)
+            spans.append((mq, low, min(high, last + 1)))
+        total = sum(max(0, high - low) for _, low, high in spans)
+        newest: list[tuple[int, int, FoundMessage]] = []  # a min-heap of the newest ``limit``
+        matched = read = 0
+        for mq, low, high in spans:
+            async for m in self.read_queue(mq, low, high):
+                read += 1
+                if begin_ms <= m.store_timestamp <= end_ms:
+                    matched += 1
+                    item = (m.store_timestamp, matched, FoundMessage(m, mq.broker_name))
+                    if len(newest) < limit:
+                        heapq.heappush(newest, item)
+                    elif item[:2] > newest[0][:2]:
+                        heapq.heapreplace(newest, item)
+                if tick and read % PULL_BATCH == 0:
+                    tick(read, total)
+        if tick:
+            tick(total, total)
+        return [f for _, _, f in sorted(newest, key=lambda i: i[:2], reverse=True)], matched
+
     async def topic_queues(self, topic: str) -> dict[MessageQueue, str]:
         """Every readable queue of ``topic`` -> its master's address."""
         route = await self.route(topic)
@@ -228,6 +267,19 @@ class MessageAdmin(TopicAdmin):
         props = {k: v for k, v in old.properties.items() if k not in _SET_BY_SEND}
         async with self.producer() as producer:
             return await producer.send(Message(old.topic, old.body, properties=props))
+
+    async def resend_to_retry(self, group: str, offset_msg_id: str) -> SendResult:
+        """A dead letter of ``group`` (a message of ``%DLQ%<group>``) sent as a new message to
+        the group's retry topic ``%RETRY%<group>``, where the group's consumers take it at
+        once: body, tags, keys and properties kept (``RETRY_TOPIC`` names the topic it was
+        first sent to, which the consumer shows again), the delay and limits of its way to the
+        DLQ left behind (``_SET_BY_RETRY``)."""
+        old = await self.view_message(offset_msg_id)
+        if old.topic != c.dlq_topic(group):
+            raise ClientError(f"message {offset_msg_id} is in topic {old.topic!r}, not in {c.dlq_topic(group)!r}")
+        props = {k: v for k, v in old.properties.items() if k not in _SET_BY_SEND and k not in _SET_BY_RETRY}
+        async with self.producer() as producer:
+            return await producer.send(Message(c.retry_topic(group), old.body, properties=props))
 
     async def probe_sends(self, topic: str, count: int, size: int, *, broker_name: str | None = None,
                           tick: Tick | None = None) -> list[SendProbe]:

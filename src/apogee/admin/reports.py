@@ -9,8 +9,7 @@ from typing import Any
 
 from apogee.admin.base import Tick
 from apogee.admin.brokers import BrokerAdmin, _first_tps
-from apogee.admin.groups import GroupAdmin
-from apogee.admin.messages import MessageAdmin
+from apogee.admin.tracks import TrackAdmin
 from apogee.common import constants as c
 from apogee.errors import ApogeeError
 from apogee.remoting.codes import CURRENT_VERSION_DESC
@@ -59,7 +58,7 @@ def _is_user_topic(topic: str, special: bool) -> bool:
     return special or not topic.startswith((c.RETRY_GROUP_TOPIC_PREFIX, c.DLQ_GROUP_TOPIC_PREFIX))
 
 
-class ReportAdmin(MessageAdmin, GroupAdmin, BrokerAdmin):
+class ReportAdmin(TrackAdmin, BrokerAdmin):
     async def _stats_sum(self, addrs: list[str], name: str, key: str) -> tuple[float, int]:
         tps, today = 0.0, 0
         for addr in addrs:

@@ -20,10 +20,12 @@ from apogee.errors import ConfigError
 @click.option("--username", help="Login name when a password is set  [default: admin]")
 @click.option("--password", envvar="APOGEE_DASHBOARD_PASSWORD", show_envvar=True,
               help="Require HTTP basic login with this password (off when empty).")
+@click.option("--sample-interval", type=click.FloatRange(min=0.1),
+              help="Seconds between samples of the live charts and the group list  [default: 5]")
 @click.option("--log-level", default="INFO", show_default=True)
 def dashboard_command(
     namesrv: str | None, listen: str | None, config_file: str | None, username: str | None, password: str | None,
-    log_level: str,
+    sample_interval: float | None, log_level: str,
 ) -> None:
     """Serve the web dashboard: clusters, topics, groups, producers, messages, live charts."""
     setup_logging(log_level)
@@ -32,7 +34,7 @@ def dashboard_command(
 
     try:
         settings = load_settings(config_file, namesrv_addr=namesrv, listen=listen, username=username,
-                                 password=password)
+                                 password=password, sample_interval_seconds=sample_interval)
         if not settings.namesrv_addr:
             settings.namesrv_addr = os.environ.get("NAMESRV_ADDR", "")
         if not settings.namesrv_addr:

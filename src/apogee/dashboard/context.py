@@ -17,6 +17,7 @@ from starlette.requests import Request
 from apogee.admin.client import AdminClient
 from apogee.dashboard.cache import TTLCache
 from apogee.dashboard.jobs import JobRegistry
+from apogee.dashboard.sampler import Sampler, SamplerSettings
 from apogee.dashboard.settings import DashboardSettings
 
 T = TypeVar("T")
@@ -28,12 +29,15 @@ class DashboardContext:
         self.cache = TTLCache(settings.cache_ttl_seconds)
         self.jobs = JobRegistry()
         self._admin: AdminClient | None = None
+        self.sampler = Sampler(SamplerSettings(interval_s=settings.sample_interval_seconds))
 
     async def start(self) -> None:
         self._admin = AdminClient(self.settings.namesrv_addr, **self.settings.admin_options)
         await self._admin.__aenter__()
+        self.sampler.start(self._admin)
 
     async def close(self) -> None:
+        await self.sampler.stop()
         await self.jobs.close()
         if self._admin is not None:
             admin, self._admin = self._admin, None

@@ -1,7 +1,8 @@
 """What a dashboard is configured with: command-line options over a properties file.
 
 The file uses the same ``key=value`` form and loader as broker.conf (``common/config.py``):
-``namesrvAddr``, ``listen``, ``username``, ``password``, ``cacheTtlSeconds``.  An unknown key
+``namesrvAddr``, ``listen``, ``username``, ``password``, ``cacheTtlSeconds``,
+``sampleIntervalSeconds``.  An unknown key
 stops the start with one line naming it, as for the servers.
 """
 
@@ -29,6 +30,8 @@ class DashboardSettings:
     password: str = ""
     # How long expensive cluster-wide reads (topic list, cluster view) are reused.
     cache_ttl_seconds: float = 5.0
+    # How often the sampler asks the brokers for the live charts and the group list (sampler.py).
+    sample_interval_seconds: float = 5.0
     # Passed through to every ``AdminClient(namesrv_addr, **admin_options)`` the dashboard
     # opens (credentials and TLS options of the admin layer); not a file key.
     admin_options: dict[str, Any] = field(default_factory=dict)

@@ -9,7 +9,7 @@ from types import ModuleType
 
 from starlette.routing import BaseRoute
 
-from apogee.dashboard.pages import cluster, home, producers, topics
+from apogee.dashboard.pages import charts, cluster, groups, home, messages, producers, topics
 from apogee.dashboard.web import NavEntry
 
 PAGES: tuple[ModuleType, ...] = (
@@ -17,6 +17,7 @@ PAGES: tuple[ModuleType, ...] = (
     cluster,
     topics,
     producers,
+    groups, messages, charts,
 )
 
 

@@ -105,7 +105,10 @@ class ConsumeStats:
 
     @classmethod
     def decode(cls, body: bytes) -> ConsumeStats:
-        obj = _load(body, "ConsumeStats")
+        return cls.from_json(_load(body, "ConsumeStats"))
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> ConsumeStats:
         table = {q: OffsetWrapper.from_json(v) for q, v in _queue_map(obj.get("offsetTable"), "offsetTable")}
         return cls(table, float(obj.get("consumeTps") or 0.0))
 
@@ -118,6 +121,16 @@ def encode_broker_consume_stats(groups: list[dict[str, list[ConsumeStats]]], tot
         ((group, stats),) = entry.items()
         parts.append(b"{" + orjson.dumps(group) + b":[" + b",".join(s.encode() for s in stats) + b"]}")
     return b'{"consumeStatsList":[' + b",".join(parts) + b'],"totalDiff":' + str(total_diff).encode() + b"}"
+
+
+def decode_broker_consume_stats(body: bytes) -> tuple[list[tuple[str, ConsumeStats]], int]:
+    """ConsumeStatsList as (group, ConsumeStats of one topic) pairs, and ``totalDiff``."""
+    obj = _load(body, "ConsumeStatsList")
+    pairs: list[tuple[str, ConsumeStats]] = []
+    for entry in obj.get("consumeStatsList") or []:
+        for group, stats_list in (entry.items() if isinstance(entry, dict) else []):
+            pairs.extend((str(group), ConsumeStats.from_json(s)) for s in stats_list or [] if isinstance(s, dict))
+    return pairs, int(obj.get("totalDiff") or 0)
 
 
 def encode_runtime_info(table: dict[str, str]) -> bytes:

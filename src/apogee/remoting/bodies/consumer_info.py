@@ -138,7 +138,11 @@ class ConsumerRunningInfo:
 
     @classmethod
     def decode(cls, body: bytes) -> ConsumerRunningInfo:
-        obj = _load(body, "ConsumerRunningInfo")
+        return cls.from_json(_load(body, "ConsumerRunningInfo"))
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> ConsumerRunningInfo:
+        """From the parsed body (``loads_keyed``: ``mqTable`` as object-keyed pairs)."""
         try:
             return cls(
                 properties={str(k): str(v) for k, v in (obj.get("properties") or {}).items()},
