@@ -11,7 +11,7 @@ STAMP  := $(VENV)/.installed-$(shell cat $(BUILD_INPUTS) | cksum | cut -d' ' -f1
 INTEROP_VENV  := .venv-interop
 INTEROP_STAMP := $(INTEROP_VENV)/.installed-rocketmq-0.4.4
 
-.PHONY: demo test install interop bench clean check check-native check-pure lint pytest
+.PHONY: demo test install interop bench clean check check-native check-pure lint pytest screenshots
 
 # The dashboard's browser tests (tests/browser) drive Debian's Chromium through Playwright
 # (never `playwright install`): installed here when missing, so a machine without it fails
@@ -150,3 +150,8 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) $(INTEROP_VENV) .pytest_cache .hypothesis .mypy_cache .ruff_cache build src/*.egg-info src/apogee/*.so
+
+# The dashboard's pictures in docs/images/, taken by its browser tests (a plain run of the
+# tests puts them in build/screenshots/, so `make test` leaves the tree as it was).
+screenshots: $(STAMP) $(INTEROP_STAMP) $(CHROMIUM)
+	APOGEE_SCREENSHOTS=docs/images $(PY) -m pytest -q tests/browser

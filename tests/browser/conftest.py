@@ -12,7 +12,9 @@ NameServer, broker and ``apogee dashboard`` processes on free loopback ports.
   worker; a test that breaks its cluster (stops the broker) starts its own with
   ``start_cluster`` / ``start_dashboard``.
 * ``page``: a fresh browser context (1280x800, ``base_url`` the shared dashboard) per test.
-* ``screenshot(page, name)``: ``docs/images/dashboard-<name>.png`` at 1280x800.
+* ``screenshot(page, name)``: ``dashboard-<name>.png`` at 1280x800, into ``build/screenshots/``,
+  or into the directory ``APOGEE_SCREENSHOTS`` names: ``make screenshots`` runs these tests
+  with ``docs/images``, the pictures the docs show (a plain test run leaves the tree clean).
 """
 
 from __future__ import annotations
@@ -36,7 +38,8 @@ CHROMIUM_ARGS = (
 )
 VIEWPORT = {"width": 1280, "height": 800}
 TIMEOUT_MS = 15_000  # one page action or expectation; a failure shows within seconds
-IMAGES = Path(__file__).resolve().parents[2] / "docs" / "images"
+_ROOT = Path(__file__).resolve().parents[2]
+IMAGES = _ROOT / os.environ.get("APOGEE_SCREENSHOTS", "build/screenshots")
 expect.set_options(timeout=TIMEOUT_MS)
 
 
@@ -147,7 +150,7 @@ def page(chromium: Browser, cluster: Cluster) -> Iterator[Page]:
 
 
 def screenshot(page: Page, name: str) -> Path:
-    """The page as it is now, 1280x800, into ``docs/images/dashboard-<name>.png``."""
+    """The page as it is now, 1280x800, into ``IMAGES/dashboard-<name>.png``."""
     IMAGES.mkdir(parents=True, exist_ok=True)
     path = IMAGES / f"dashboard-{name}.png"
     page.screenshot(path=str(path), full_page=False, animations="disabled", caret="hide")

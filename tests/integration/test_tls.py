@@ -21,6 +21,7 @@ import ssl
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -285,3 +286,14 @@ def test_sighup_reloads_certificates_and_keeps_open_connections(cluster: Cluster
             seen = after.getpeercert(binary_form=True)
             assert call(after, runtime_info()).code == ResponseCode.SUCCESS
         assert seen is not None and hashlib.sha256(seen).digest() == hashlib.sha256(new).digest()
+
+
+def test_dashboard_reaches_an_enforcing_cluster_with_tls_options(cluster: Cluster) -> None:
+    dashboard = ServerProcess(["dashboard", "-n", cluster.namesrv.addr, "--listen", "127.0.0.1:0",
+                               "--tls-ca", str(cluster.certs.ca), "--tls-cert", str(cluster.certs.client_cert),
+                               "--tls-key", str(cluster.certs.client_key)])
+    with dashboard, urllib.request.urlopen(f"http://{dashboard.addr}/cluster", timeout=30) as page:
+        html = page.read().decode()
+    # Both brokers are listed with their figures: the dashboard spoke TLS to NameServer and brokers.
+    assert cluster.master.addr in html and cluster.mtls.addr in html
+    assert "down" not in html.lower()

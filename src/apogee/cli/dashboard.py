@@ -9,7 +9,9 @@ import click
 
 from apogee.cli.serve import serve, setup_logging
 from apogee.cli.status import ExitStatus
+from apogee.cli.tls import tls_client_options
 from apogee.errors import ConfigError
+from apogee.remoting.tls_config import TlsClientConfig
 
 
 @click.command("dashboard")
@@ -23,9 +25,10 @@ from apogee.errors import ConfigError
 @click.option("--sample-interval", type=click.FloatRange(min=0.1),
               help="Seconds between samples of the live charts and the group list  [default: 5]")
 @click.option("--log-level", default="INFO", show_default=True)
+@tls_client_options
 def dashboard_command(
     namesrv: str | None, listen: str | None, config_file: str | None, username: str | None, password: str | None,
-    sample_interval: float | None, log_level: str,
+    sample_interval: float | None, log_level: str, tls: TlsClientConfig | None,
 ) -> None:
     """Serve the web dashboard: clusters, topics, groups, producers, messages, live charts."""
     setup_logging(log_level)
@@ -37,6 +40,8 @@ def dashboard_command(
                                  password=password, sample_interval_seconds=sample_interval)
         if not settings.namesrv_addr:
             settings.namesrv_addr = os.environ.get("NAMESRV_ADDR", "")
+        if tls is not None:
+            settings.admin_options["tls"] = tls
         if not settings.namesrv_addr:
             raise ConfigError("no NameServer given: -n HOST:PORT (or namesrvAddr in --config, or NAMESRV_ADDR)")
         settings.host_port  # noqa: B018 - a bad --listen is refused here, before anything starts
