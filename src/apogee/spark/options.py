@@ -10,14 +10,22 @@ from the default position.
 from __future__ import annotations
 
 import datetime
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from apogee.client.config import ACCESS_KEY_ENV, SECRET_KEY_ENV, SECURITY_TOKEN_ENV
 from apogee.common.config import did_you_mean
+from apogee.remoting.signing import SessionCredentials
 from apogee.spark.errors import ApogeeSparkError
 from apogee.spark.offsets import OffsetSpec, parse_offset_spec
+
+# ACL (docs/security.md): the account every request is signed with; default the driver's
+# $APOGEE_ACCESS_KEY / $APOGEE_SECRET_KEY / $APOGEE_SECURITY_TOKEN.  Spark redacts option
+# values whose names match spark.redaction.regex ("secret", "token") in its UI and logs.
+ACL_OPTIONS = ("accessKey", "secretKey", "securityToken")
 
 SOURCE_OPTIONS = (
     "namesrv",
@@ -43,6 +51,7 @@ SOURCE_OPTIONS = (
     "pullPipeline",
     "requestTimeoutMs",
     "path",
+    *ACL_OPTIONS,
 )
 SINK_OPTIONS = (
     "namesrv",
@@ -57,6 +66,7 @@ SINK_OPTIONS = (
     "path",
     "transactionHistory",
     "transactionTimeoutSeconds",
+    *ACL_OPTIONS,
 )
 _ALIASES = {"nameserver": "namesrv", "namesrvaddr": "namesrv"}
 _SPARK_OWN = frozenset({"queryname", "checkpointlocation"})
@@ -137,6 +147,15 @@ def _namesrv(opts: dict[str, str]) -> str:
     return ";".join(addrs)
 
 
+def _credentials(opts: dict[str, str]) -> SessionCredentials | None:
+    access = opts.get("accesskey", os.environ.get(ACCESS_KEY_ENV, "")).strip()
+    secret = opts.get("secretkey", os.environ.get(SECRET_KEY_ENV, "")).strip()
+    token = opts.get("securitytoken", os.environ.get(SECURITY_TOKEN_ENV, "")).strip()
+    if bool(access) != bool(secret):
+        raise ApogeeSparkError("options accessKey and secretKey go together: give both (or neither) to sign requests")
+    return SessionCredentials(access, secret, token or None) if access else None
+
+
 def tag_set(expression: str) -> frozenset[str] | None:
     """The tags of a tag expression (``"A || B"``), None for ``*`` (all)."""
     text = expression.strip()
@@ -166,6 +185,7 @@ class SourceOptions:
     pull_timeout_ms: int = 10_000
     pull_pipeline: int = 16
     request_timeout_ms: int = 5000
+    credentials: SessionCredentials | None = field(default=None, repr=False)
 
     @property
     def tag_filter(self) -> frozenset[str] | None:
@@ -255,6 +275,7 @@ def parse_source_options(options: Mapping[str, Any], *, streaming: bool) -> Sour
         pull_timeout_ms=_int(opts, "pullTimeoutMs", 10_000, minimum=100) or 10_000,
         pull_pipeline=_int(opts, "pullPipeline", 16, minimum=1) or 16,
         request_timeout_ms=_int(opts, "requestTimeoutMs", 5000, minimum=100) or 5000,
+        credentials=_credentials(opts),
     )
 
 
@@ -271,6 +292,7 @@ class SinkOptions:
     request_timeout_ms: int = 5000
     transaction_history: int = 200
     transaction_timeout_s: int = 60
+    credentials: SessionCredentials | None = field(default=None, repr=False)
 
 
 def parse_sink_options(options: Mapping[str, Any], *, streaming: bool) -> SinkOptions:
@@ -299,4 +321,5 @@ def parse_sink_options(options: Mapping[str, Any], *, streaming: bool) -> SinkOp
         request_timeout_ms=_int(opts, "requestTimeoutMs", 5000, minimum=100) or 5000,
         transaction_history=_int(opts, "transactionHistory", 200, minimum=2) or 200,
         transaction_timeout_s=_int(opts, "transactionTimeoutSeconds", 60, minimum=1) or 60,
+        credentials=_credentials(opts),
     )

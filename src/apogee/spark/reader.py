@@ -14,6 +14,7 @@ records become Arrow record batches column by column (``apogee.spark.decode``).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime
 import logging
 import math
@@ -38,6 +39,7 @@ from pyspark.sql.types import StructType
 
 from apogee.errors import ConnectionClosedError, RequestTimeoutError
 from apogee.remoting.codes import ResponseCode
+from apogee.remoting.signing import SessionCredentials
 from apogee.spark import runtime
 from apogee.spark.broker import Cluster, PullReply, pull
 from apogee.spark.errors import ApogeeSparkError, DataLossError
@@ -83,6 +85,7 @@ class QueueSlice(InputPartition):
     pull_pipeline: int = 16
     timeout_ms: int = 10_000
     fail_on_data_loss: bool = True
+    credentials: SessionCredentials | None = dataclasses.field(default=None, repr=False)  # ACL: signs the pulls
 
     @property
     def key(self) -> QueueKey:
@@ -162,6 +165,7 @@ def to_partition(opts: SourceOptions, s: Slice, addr: str, expression: str, expr
         pull_pipeline=opts.pull_pipeline,
         timeout_ms=opts.pull_timeout_ms,
         fail_on_data_loss=opts.fail_on_data_loss,
+        credentials=opts.credentials,
     )
 
 
@@ -309,7 +313,7 @@ class ApogeeReader(DataSourceReader):
 
     async def _plan(self) -> list[QueueSlice]:
         opts = self.opts
-        cluster = Cluster(runtime.runtime().api, opts.namesrv, opts.request_timeout_ms)
+        cluster = Cluster(runtime.runtime().api_for(opts.credentials), opts.namesrv, opts.request_timeout_ms)
         topics = await cluster.resolve_topics(opts.topics, opts.topic_pattern)
         if not topics:
             return []
@@ -382,7 +386,7 @@ class ApogeePushdownReader(ApogeeReader):
 
 async def _pull_segment(part: QueueSlice, lo: int, hi: int) -> list[tuple[bytes, int, int]]:
     """Records of ``[lo, hi)``: pulls until the segment is covered; bodies with their bounds."""
-    api = runtime.runtime().api
+    api = runtime.runtime().api_for(part.credentials)
     key = part.key
     out: list[tuple[bytes, int, int]] = []
     offset = lo

@@ -28,6 +28,7 @@ from apogee.remoting.bodies.route import TopicRouteData
 from apogee.remoting.client import RemotingClient
 from apogee.remoting.config import RemotingConfig
 from apogee.remoting.loop import loop_factory
+from apogee.remoting.signing import SessionCredentials, Signer
 from apogee.spark.broker import Cluster
 
 T = TypeVar("T")
@@ -44,7 +45,9 @@ class Runtime:
         self.pid = os.getpid()
         self.remoting = RemotingClient(RemotingConfig())
         self.api = ClientAPI(self.remoting, REQUEST_TIMEOUT_MS)
-        self._routes: dict[tuple[str, int], TopicRoutes] = {}
+        # ACL: one signing client per set of credentials (the options of a query name them).
+        self._signed: dict[SessionCredentials, ClientAPI] = {}
+        self._routes: dict[tuple[str, int, SessionCredentials | None], TopicRoutes] = {}
         self._thread = threading.Thread(target=self._run, name="apogee-spark-loop", daemon=True)
         self._thread.start()
 
@@ -52,16 +55,29 @@ class Runtime:
         asyncio.set_event_loop(self.loop)
         self.loop.run_forever()
 
-    def routes(self, namesrv: str, timeout_ms: int = REQUEST_TIMEOUT_MS) -> TopicRoutes:
+    def api_for(self, credentials: SessionCredentials | None) -> ClientAPI:
+        """The client whose requests are signed with ``credentials`` (None: unsigned)."""
+        if credentials is None:
+            return self.api
+        api = self._signed.get(credentials)
+        if api is None:
+            remoting = RemotingClient(RemotingConfig(), signer=Signer(credentials))
+            api = self._signed[credentials] = ClientAPI(remoting, REQUEST_TIMEOUT_MS)
+        return api
+
+    def routes(
+        self, namesrv: str, timeout_ms: int = REQUEST_TIMEOUT_MS, credentials: SessionCredentials | None = None
+    ) -> TopicRoutes:
         """The route cache of ``namesrv`` (a ``;`` list) for every sink task of this process:
         the client's ``TopicRoutes``, fetched from the first NameServer that answers."""
-        key = (namesrv, timeout_ms)
+        key = (namesrv, timeout_ms, credentials)
         table = self._routes.get(key)
         if table is None:
-            cluster = Cluster(self.api, namesrv, timeout_ms)
+            api = self.api_for(credentials)
+            cluster = Cluster(api, namesrv, timeout_ms)
 
             async def fetch(topic: str) -> TopicRouteData | None:
-                return await cluster.on_namesrv(lambda addr: self.api.get_route(addr, topic, timeout_ms))
+                return await cluster.on_namesrv(lambda addr: api.get_route(addr, topic, timeout_ms))
 
             table = self._routes[key] = TopicRoutes(fetch, namesrv)
         return table
@@ -84,7 +100,8 @@ class Runtime:
         if not self._thread.is_alive():
             return
         with contextlib.suppress(Exception):  # closing is best effort
-            self.submit(self.remoting.close()).result(3)
+            for remoting in (self.remoting, *(api.remoting for api in self._signed.values())):
+                self.submit(remoting.close()).result(3)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(3)
 
