@@ -130,6 +130,15 @@ def matches(expected: str, given: str | None) -> bool:
     return given is not None and hmac.compare_digest(expected.encode("ascii"), given.encode("utf-8", "replace"))
 
 
+SIGNING_FIELDS = frozenset((ACCESS_KEY, SIGNATURE, SECURITY_TOKEN, SIGNATURE_METHOD))
+
+
+def without_signing(ext: Mapping[str, str] | None) -> dict[str, str]:
+    """A copy of ``ext`` without the signing fields: what a broker relays to a client (the
+    requester's AccessKey and signature are no business of the client's)."""
+    return {k: v for k, v in (ext or {}).items() if k not in SIGNING_FIELDS}
+
+
 def _wire(value: Any) -> str:
     """An extFields value as it goes on the wire (``header_json.wire_value``'s rule)."""
     if value.__class__ is str:
