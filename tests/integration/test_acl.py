@@ -44,6 +44,7 @@ from apogee.client import (
     TransactionProducer,
 )
 from apogee.common.message import MessageQueue
+from apogee.common.message_codec import encode_batch
 from apogee.errors import NoRouteError, RemoteError
 from apogee.remoting.bodies.heartbeat import ConsumerData, HeartbeatData, SubscriptionData
 from apogee.remoting.client import RemotingClient
@@ -54,6 +55,7 @@ from tests.integration.client.conftest import FAST, FAST_CONSUMER
 from tests.support.names import unique
 from tests.support.processes import ServerProcess, start_broker, start_namesrv
 from tests.support.waiting import wait_until
+from tests.support.wire import send_request
 
 ROOT = Path(__file__).resolve().parents[2]
 ACL_REMARK = "org.apache.rocketmq.acl.common.AclException: "
@@ -301,6 +303,35 @@ async def test_a_refused_send_stores_nothing_and_the_connection_keeps_serving(ac
         await p.send(Message(topic, b"allowed"))
     stored = await wait_until(lambda: max_offsets(acl_cluster, topic), 10, "the allowed message to be dispatched")
     assert stored == 1  # and none of the refused ones
+
+
+async def test_a_large_batch_is_checked_off_the_loop_and_what_follows_it_keeps_its_order(
+    acl_cluster: AclCluster,
+) -> None:
+    """A body of OFF_LOOP_BODY bytes or more is checked on the ACL thread: the requests behind it
+    on the connection wait their turn, and a forged one is still refused."""
+    topic = await created_topic(acl_cluster, "AclLarge")
+    addr = acl_cluster.broker.addr
+    items = [(0, b"b" * 1000, {"WAIT": "true"}) for _ in range(100)]  # a 100 KB batch body
+    batch = send_request(topic, encode_batch(items), props={})
+    batch.code = RequestCode.SEND_BATCH_MESSAGE
+    batch.ext_fields = {**(batch.ext_fields or {}), "m": "true"}
+    client = RemotingClient(signer=Signer(SessionCredentials(*ACCOUNTS["app"][:2])))
+    forger = RemotingClient(signer=Signer(SessionCredentials(ACCOUNTS["app"][0], "notTheSecret")))
+    try:
+        conn = await client.connection(addr)
+        answers = [conn.invoke(batch, 10_000), conn.invoke(send_request(topic, b"after"), 10_000)]
+        big, after = await asyncio.gather(*answers)
+        assert (big.code, after.code) == (ResponseCode.SUCCESS, ResponseCode.SUCCESS), (big.remark, after.remark)
+        assert big.ext_fields is not None and after.ext_fields is not None
+        assert int(big.ext_fields["queueOffset"]) == 0 and int(after.ext_fields["queueOffset"]) == 100
+        forged = await forger.invoke(addr, batch, 10_000)
+        assert forged.remark == ACL_REMARK + "Check signature failed for accessKey=appKey0001"
+    finally:
+        await client.close()
+        await forger.close()
+    stored = await wait_until(lambda: max_offsets(acl_cluster, topic), 10, "the messages to be dispatched")
+    assert stored == 101
 
 
 # --- the permission table ---------------------------------------------------------------------------

@@ -24,11 +24,13 @@ Pure: no I/O; the HMAC objects are keyed once per secret and copied per request.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import hmac
-from collections.abc import Iterable, Mapping, Sequence
+from binascii import b2a_base64
+from collections.abc import Iterable, Mapping
 from typing import Any
+
+from apogee.remoting.command import Body
 
 ACCESS_KEY = "AccessKey"
 SECRET_KEY = "SecretKey"
@@ -45,7 +47,6 @@ ALGORITHMS = tuple(_DIGESTS)
 # What the broker leaves out of the content it recomputes.
 SERVER_UNSIGNED = frozenset((SIGNATURE, UNIQUE_KEY_QUERY))
 
-Buffer = bytes | bytearray | memoryview
 
 
 class SessionCredentials:
@@ -87,40 +88,65 @@ def java_order(keys: Iterable[str]) -> list[str]:
     return keys
 
 
-def content_head(ext: Mapping[str, str], skip: frozenset[str] | tuple[str, ...] = (SIGNATURE,)) -> bytes:
+_ORDERS: dict[tuple[str, ...], tuple[str, ...]] = {}
+
+
+def signed_order(keys: tuple[str, ...]) -> tuple[str, ...]:
+    """``keys`` in Java order without those the broker leaves out (``SERVER_UNSIGNED``),
+    remembered per key tuple: a client sends the same few header shapes again and again."""
+    order = _ORDERS.get(keys)
+    if order is None:
+        if len(_ORDERS) >= 1024:  # a peer inventing shapes cannot make it grow
+            _ORDERS.clear()
+        order = _ORDERS[keys] = tuple(k for k in java_order(keys) if k not in SERVER_UNSIGNED)
+    return order
+
+
+def content_head(ext: Mapping[str, str], skip: frozenset[str] | tuple[str, ...] = SERVER_UNSIGNED) -> bytes:
     """The signed content before the body: the values of ``ext`` but ``skip``, in key order."""
-    return "".join([ext[k] for k in java_order(ext) if k not in skip]).encode("utf-8", "replace")
-
-
-def _body_parts(body: object) -> Sequence[Buffer]:
-    if body is None:
-        return ()
-    if isinstance(body, (bytes, bytearray, memoryview)):
-        return (body,)
-    return tuple(body)  # type: ignore[arg-type]
+    if skip is SERVER_UNSIGNED:
+        order: Iterable[str] = signed_order(tuple(ext))
+    else:
+        order = [k for k in java_order(ext) if k not in skip]
+    return "".join([ext[k] for k in order]).encode("utf-8", "replace")
 
 
 class Keyed:
-    """HMAC objects keyed by one secret, one per algorithm, copied for each request (keying
-    costs as much as hashing a short request)."""
+    """HMAC (RFC 2104) keyed by one secret, for each algorithm: the inner and outer hashes of
+    the padded key are computed once and copied per request.  (The ``hmac`` module's objects
+    give the same digests -- the tests compare them -- but copying one costs twice as much,
+    and a request's signature is on the send path of client and broker.)"""
 
-    __slots__ = ("_macs",)
+    __slots__ = ("_pads",)
 
     def __init__(self, secret: str) -> None:
         key = secret.encode("utf-8")
-        self._macs = {name: hmac.new(key, digestmod=digest) for name, digest in _DIGESTS.items()}
+        self._pads = {}
+        for name, digest in _DIGESTS.items():
+            block = digest().block_size
+            padded = (digest(key).digest() if len(key) > block else key).ljust(block, b"\0")
+            inner = digest(bytes(b ^ 0x36 for b in padded))
+            outer = digest(bytes(b ^ 0x5C for b in padded))
+            self._pads[name] = (inner, outer)
 
-    def sign(self, head: bytes, body: object, algorithm: str = HMAC_SHA1) -> str:
+    def sign(self, head: bytes, body: Body, algorithm: str = HMAC_SHA1) -> str:
         """Base64 of the HMAC of ``head`` followed by the body's bytes (a buffer, a sequence of
         buffers or None).  ``KeyError`` for an algorithm that is not HmacSHA1/HmacSHA256."""
-        mac = self._macs[algorithm].copy()
+        inner, outer = self._pads[algorithm]
+        mac = inner.copy()
         mac.update(head)
-        for part in _body_parts(body):
-            mac.update(part)
-        return base64.b64encode(mac.digest()).decode("ascii")
+        if body is not None:
+            if isinstance(body, (bytes, bytearray, memoryview)):
+                mac.update(body)
+            else:
+                for part in body:
+                    mac.update(part)
+        result = outer.copy()
+        result.update(mac.digest())
+        return b2a_base64(result.digest(), newline=False).decode("ascii")
 
 
-def signature(secret: str, head: bytes, body: object = None, algorithm: str = HMAC_SHA1) -> str:
+def signature(secret: str, head: bytes, body: Body = None, algorithm: str = HMAC_SHA1) -> str:
     """``Keyed(secret).sign(head, body, algorithm)``, for one-off use."""
     return Keyed(secret).sign(head, body, algorithm)
 
@@ -170,7 +196,7 @@ class Signer:
         # with the same few key tuples, so the sort is done once per tuple.
         self._orders: dict[tuple[str, ...], tuple[int, ...]] = {}
 
-    def sign_ext(self, ext: Mapping[str, Any] | None, body: object) -> dict[str, str]:
+    def sign_ext(self, ext: Mapping[str, Any] | None, body: Body) -> dict[str, str]:
         """A copy of ``ext`` (values as on the wire) with AccessKey, SecurityToken and
         Signature set; a Signature already there (a retried request) is replaced."""
         signed = {k: _wire(v) for k, v in ext.items() if v is not None} if ext else {}
@@ -193,5 +219,7 @@ class Signer:
                 all_keys.index(k) for k in java_order(all_keys) if k not in SERVER_UNSIGNED
             )
         all_values = values + self._extra_values
-        head = "".join([_wire(v) for i in order if (v := all_values[i]) is not None]).encode("utf-8", "replace")
+        head = "".join(
+            [v if v.__class__ is str else _wire(v) for i in order if (v := all_values[i]) is not None]
+        ).encode("utf-8", "replace")
         return all_keys + (SIGNATURE,), all_values + (self._keyed.sign(head, body, self.algorithm),)

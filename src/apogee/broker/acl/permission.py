@@ -35,6 +35,7 @@ from typing import Any
 from apogee.common.constants import RETRY_GROUP_TOPIC_PREFIX, RMQ_SYS_TRACE_TOPIC
 from apogee.remoting.bodies.heartbeat import HeartbeatData
 from apogee.remoting.codes import RequestCode as R
+from apogee.remoting.command import Body
 
 DENY = 1
 ANY = 2
@@ -136,7 +137,15 @@ def _send(out: dict[str, int], topic: str | None, group: str | None) -> None:
         _add(out, topic, PUB)
 
 
-def needed(code: int, ext: Mapping[str, str], body: bytes | None) -> dict[str, int]:
+def _as_bytes(body: Body) -> bytes | None:
+    if body is None or isinstance(body, bytes):
+        return body
+    if isinstance(body, (bytearray, memoryview)):
+        return bytes(body)
+    return b"".join(body)
+
+
+def needed(code: int, ext: Mapping[str, str], body: Body) -> dict[str, int]:
     """The resources ``code`` touches and the perm each needs (see the module's table).
 
     A field that is absent touches nothing (the processor then refuses the request for its
@@ -164,7 +173,7 @@ def needed(code: int, ext: Mapping[str, str], body: bytes | None) -> dict[str, i
         group = get("consumerGroup")
         _add(out, retry_topic(group) if group is not None else None, SUB)
     elif code == R.HEART_BEAT:
-        for consumer in HeartbeatData.decode(None if body is None else bytes(body)).consumers:
+        for consumer in HeartbeatData.decode(_as_bytes(body)).consumers:
             _add(out, retry_topic(consumer.group_name), SUB)
             for sub in consumer.subscriptions:
                 _add(out, sub.topic, SUB)

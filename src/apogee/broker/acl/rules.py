@@ -31,6 +31,7 @@ from apogee.broker.acl import permission as perm
 from apogee.broker.acl.addresses import AddressPattern, AddressPatternError, parse_pattern
 from apogee.errors import HeaderError
 from apogee.remoting.bodies.route import DataVersion
+from apogee.remoting.command import Body
 from apogee.remoting.signing import (
     ACCESS_KEY,
     ALGORITHMS,
@@ -222,7 +223,7 @@ class AclRules:
             cache[(key, ip)] = hit
         return hit
 
-    def refusal(self, ip: str, code: int, ext: Mapping[str, str] | None, body: bytes | None) -> str | None:
+    def refusal(self, ip: str, code: int, ext: Mapping[str, str] | None, body: Body) -> str | None:
         """None when the request may pass, else why not (RocketMQ's text; see the module)."""
         if self.global_white and self._whitelisted("", ip, None):
             return None
@@ -232,7 +233,7 @@ class AclRules:
         account = self.accounts.get(access_key)
         if account is None:
             return f"No acl config for {access_key}"
-        if self._whitelisted(access_key, ip, account.white):
+        if account.white.text and self._whitelisted(access_key, ip, account.white):
             return None
         assert ext is not None
         bad = _bad_signature(account, ext, body)
@@ -249,7 +250,7 @@ class AclRules:
         return account.lacking(needed)
 
 
-def _bad_signature(account: Account, ext: Mapping[str, str], body: bytes | None) -> str | None:
+def _bad_signature(account: Account, ext: Mapping[str, str], body: Body) -> str | None:
     method = ext.get(SIGNATURE_METHOD, HMAC_SHA1)
     if method not in ALGORITHMS:
         return (
