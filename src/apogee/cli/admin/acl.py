@@ -67,6 +67,9 @@ async def delete_acl_config(
     out.value("accessKey", access_key, "account's accesskey")
 
 
+admin_group.aliases["deleteaccessconfig"] = "delete-acl-config"  # mqadmin's other name for it
+
+
 @admin_group.admin("update-global-white-addr", "updateGlobalWhiteAddr")
 @_broker_or_cluster
 @opt("g", "globalWhiteRemoteAddresses", required=True, help="Patterns, e.g. 10.10.103.*,192.168.0.*")
