@@ -31,6 +31,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from apogee.remoting.command import Body
+from apogee.remoting.fields import parse_text
 
 ACCESS_KEY = "AccessKey"
 SECRET_KEY = "SecretKey"
@@ -165,15 +166,6 @@ def without_signing(ext: Mapping[str, str] | None) -> dict[str, str]:
     return {k: v for k, v in (ext or {}).items() if k not in SIGNING_FIELDS}
 
 
-def _wire(value: Any) -> str:
-    """An extFields value as it goes on the wire (``header_json.wire_value``'s rule)."""
-    if value.__class__ is str:
-        return value
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
-
-
 class Signer:
     """Signs a client's requests with one set of credentials, as ``AclClientRPCHook`` does."""
 
@@ -199,7 +191,7 @@ class Signer:
     def sign_ext(self, ext: Mapping[str, Any] | None, body: Body) -> dict[str, str]:
         """A copy of ``ext`` (values as on the wire) with AccessKey, SecurityToken and
         Signature set; a Signature already there (a retried request) is replaced."""
-        signed = {k: _wire(v) for k, v in ext.items() if v is not None} if ext else {}
+        signed = {k: parse_text(v) for k, v in ext.items() if v is not None} if ext else {}
         for key, value in zip(self._extra_keys, self._extra_values, strict=True):
             signed[key] = value
         signed[SIGNATURE] = self._keyed.sign(content_head(signed, SERVER_UNSIGNED), body, self.algorithm)
@@ -220,6 +212,6 @@ class Signer:
             )
         all_values = values + self._extra_values
         head = "".join(
-            [v if v.__class__ is str else _wire(v) for i in order if (v := all_values[i]) is not None]
+            [v if v.__class__ is str else parse_text(v) for i in order if (v := all_values[i]) is not None]
         ).encode("utf-8", "replace")
         return all_keys + (SIGNATURE,), all_values + (self._keyed.sign(head, body, self.algorithm),)

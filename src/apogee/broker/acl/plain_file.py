@@ -159,71 +159,46 @@ def _write(path: Path, doc: dict[str, Any], now_ms: int) -> None:
     write_atomic(path, text.encode("utf-8"), keep_backup=False)
 
 
-@dataclass(frozen=True)
-class AccountEdit:
-    """UPDATE_AND_CREATE_ACL_CONFIG's header (CreateAccessConfigRequestHeader): None leaves
-    a field of an existing account as it is."""
-
-    access_key: str
-    secret_key: str | None = None
-    white_remote_address: str | None = None
-    admin: bool = False
-    default_topic_perm: str | None = None
-    default_group_perm: str | None = None
-    topic_perms: list[str] | None = None
-    group_perms: list[str] | None = None
-
-    @classmethod
-    def from_header(cls, h: CreateAccessConfigRequestHeader) -> AccountEdit:
-        return cls(
-            access_key=h.access_key,
-            secret_key=h.secret_key,
-            white_remote_address=h.white_remote_address,
-            admin=h.admin,
-            default_topic_perm=h.default_topic_perm,
-            default_group_perm=h.default_group_perm,
-            topic_perms=java_split(h.topic_perms),
-            group_perms=java_split(h.group_perms),
-        )
-
-    def check(self) -> None:
-        """RocketMQ's checks before writing (key lengths, ``Res=Perm`` entries), plus the
-        address pattern and the default perm names, so that a bad edit never reaches the file."""
-        check_keys(self.access_key or None, self.secret_key)
-        try:
-            perm.resource_perms(self.topic_perms, groups=False)
-            perm.resource_perms(self.group_perms, groups=True)
-            parse_pattern(self.white_remote_address)
-        except (perm.PermSyntaxError, AddressPatternError) as exc:
-            raise AclConfigError(str(exc)) from None
-        for name in (self.default_topic_perm, self.default_group_perm):
-            if name and name.strip() not in perm.PERM_NAMES:
-                raise AclConfigError(f"default permission {name!r} is not one of {', '.join(perm.PERM_NAMES)}")
-
-    def merged(self, existing: Mapping[str, Any] | None) -> dict[str, Any]:
-        """RocketMQ's ``createAclAccessConfigMap``: the account's map with this edit applied."""
-        out = dict(existing or {})
-        out["accessKey"] = self.access_key
-        if self.secret_key:
-            out["secretKey"] = self.secret_key
-        if self.white_remote_address is not None:
-            out["whiteRemoteAddress"] = self.white_remote_address
-        out["admin"] = self.admin
-        if self.default_topic_perm:
-            out["defaultTopicPerm"] = self.default_topic_perm
-        if self.default_group_perm:
-            out["defaultGroupPerm"] = self.default_group_perm
-        if self.topic_perms is not None:
-            out["topicPerms"] = list(self.topic_perms)
-        if self.group_perms is not None:
-            out["groupPerms"] = list(self.group_perms)
-        return out
+def check_edit(h: CreateAccessConfigRequestHeader) -> None:
+    """RocketMQ's checks of an UPDATE_AND_CREATE_ACL_CONFIG before writing (key lengths,
+    ``Res=Perm`` entries), plus the address pattern and the default perm names, so that a bad
+    edit never reaches the file."""
+    check_keys(h.access_key or None, h.secret_key)
+    try:
+        perm.resource_perms(java_split(h.topic_perms), groups=False)
+        perm.resource_perms(java_split(h.group_perms), groups=True)
+        parse_pattern(h.white_remote_address)
+    except (perm.PermSyntaxError, AddressPatternError) as exc:
+        raise AclConfigError(str(exc)) from None
+    for name in (h.default_topic_perm, h.default_group_perm):
+        if name and name.strip() not in perm.PERM_NAMES:
+            raise AclConfigError(f"default permission {name!r} is not one of {', '.join(perm.PERM_NAMES)}")
 
 
-def update_account(files: AclFiles, rules: AclRules, edit: AccountEdit, now_ms: int) -> Path:
+def merged(existing: Mapping[str, Any] | None, h: CreateAccessConfigRequestHeader) -> dict[str, Any]:
+    """RocketMQ's ``createAclAccessConfigMap``: the account's map with the edit applied (fields
+    the edit leaves out stay; ``admin`` is always written)."""
+    out = dict(existing or {})
+    out["accessKey"] = h.access_key
+    if h.secret_key:
+        out["secretKey"] = h.secret_key
+    if h.white_remote_address is not None:
+        out["whiteRemoteAddress"] = h.white_remote_address
+    out["admin"] = h.admin
+    if h.default_topic_perm:
+        out["defaultTopicPerm"] = h.default_topic_perm
+    if h.default_group_perm:
+        out["defaultGroupPerm"] = h.default_group_perm
+    for key, value in (("topicPerms", h.topic_perms), ("groupPerms", h.group_perms)):
+        if value is not None:
+            out[key] = java_split(value)
+    return out
+
+
+def update_account(files: AclFiles, rules: AclRules, edit: CreateAccessConfigRequestHeader, now_ms: int) -> Path:
     """Code 50: change the account where it is defined, else add it to the default file;
     the file written."""
-    edit.check()
+    check_edit(edit)
     known = rules.accounts.get(edit.access_key)
     path = Path(known.path) if known is not None else files.default_file
     doc = _document(path)
@@ -235,7 +210,7 @@ def update_account(files: AclFiles, rules: AclRules, edit: AccountEdit, now_ms: 
         if isinstance(entry, dict) and str(entry.get("accessKey")) == edit.access_key:
             existing = accounts.pop(i)
             break
-    accounts.append(edit.merged(existing))
+    accounts.append(merged(existing, edit))
     doc[ACCOUNTS] = accounts
     _write(path, doc, now_ms)
     return path

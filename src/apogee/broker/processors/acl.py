@@ -14,6 +14,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
+from pathlib import Path
 
 import orjson
 
@@ -41,10 +43,6 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def _not_in_force(path: object, problem: str) -> str:
-    return f"written to {path}, but the ACL files are refused, so the rules in force did not change: {problem}"
-
-
 class AclAdminProcessor:
     def __init__(self, *, config: BrokerConfig, address: BrokerAddress, acl: PlainAcl | None) -> None:
         self._config = config
@@ -59,64 +57,57 @@ class AclAdminProcessor:
 
     async def update_account(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         h = CreateAccessConfigRequestHeader.decode(req.ext_fields)
-        failed = ResponseCode.UPDATE_AND_CREATE_ACL_CONFIG_FAILED
-        if self._acl is None:
-            return req.response(failed, NOT_ENABLED)
-        acl = self._acl
-        edit = plain_file.AccountEdit.from_header(h)
-        async with acl.edit_lock:
-            try:
-                path = await asyncio.to_thread(plain_file.update_account, acl.files, acl.rules, edit, _now_ms())
-            except (AclConfigError, OSError) as exc:
-                log.warning("ACL: updating accessKey %s refused: %s", h.access_key, exc)
-                return req.response(failed, str(exc))
-            problem = await acl.reload_problem()
-        if problem is not None:
-            return req.response(failed, _not_in_force(path, problem))
-        log.info("ACL: accessKey %s written to %s by %s:%d", h.access_key, path, *conn.peer)
-        return req.response(ResponseCode.SUCCESS)
+        return await self._edit(
+            conn, req, ResponseCode.UPDATE_AND_CREATE_ACL_CONFIG_FAILED, f"accessKey {h.access_key} written to",
+            lambda acl: plain_file.update_account(acl.files, acl.rules, h, _now_ms()),
+        )
 
     async def delete_account(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         h = DeleteAccessConfigRequestHeader.decode(req.ext_fields)
-        failed = ResponseCode.DELETE_ACL_CONFIG_FAILED
-        if self._acl is None:
-            return req.response(failed, NOT_ENABLED)
-        acl = self._acl
-        async with acl.edit_lock:
-            try:
-                path = await asyncio.to_thread(plain_file.delete_account, acl.files, acl.rules, h.access_key, _now_ms())
-            except (AclConfigError, OSError) as exc:
-                return req.response(failed, str(exc))
+
+        def delete(acl: PlainAcl) -> Path:
+            path = plain_file.delete_account(acl.files, acl.rules, h.access_key, _now_ms())
             if path is None:
-                return req.response(
-                    failed,
+                raise AclConfigError(
                     f"The accesskey[{h.access_key}] corresponding to accessConfig has been deleted failed: "
-                    "no ACL file defines it",
+                    "no ACL file defines it"
                 )
-            problem = await acl.reload_problem()
-        if problem is not None:
-            return req.response(failed, _not_in_force(path, problem))
-        log.info("ACL: accessKey %s deleted from %s by %s:%d", h.access_key, path, *conn.peer)
-        return req.response(ResponseCode.SUCCESS)
+            return path
+
+        return await self._edit(
+            conn, req, ResponseCode.DELETE_ACL_CONFIG_FAILED, f"accessKey {h.access_key} deleted from", delete
+        )
 
     async def update_global_white(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         h = UpdateGlobalWhiteAddrsConfigRequestHeader.decode(req.ext_fields)
-        failed = ResponseCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED
+        addresses = plain_file.java_split(h.global_white_addrs) or []
+        return await self._edit(
+            conn, req, ResponseCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED,
+            f"globalWhiteRemoteAddresses set to {addresses} in",
+            lambda acl: plain_file.update_global_white(acl.files, addresses, h.acl_file_full_path, _now_ms()),
+        )
+
+    async def _edit(
+        self, conn: Connection, req: RemotingCommand, failed: int, done: str, write: Callable[[PlainAcl], Path]
+    ) -> RemotingCommand:
+        """One edit at a time: ``write`` the file off the loop, then reload the rules, so the
+        answer means the change is in force; a refusal answers ``failed`` with the reason."""
         if self._acl is None:
             return req.response(failed, NOT_ENABLED)
         acl = self._acl
-        addresses = plain_file.java_split(h.global_white_addrs) or []
         async with acl.edit_lock:
             try:
-                path = await asyncio.to_thread(
-                    plain_file.update_global_white, acl.files, addresses, h.acl_file_full_path, _now_ms()
-                )
+                path = await asyncio.to_thread(write, acl)
             except (AclConfigError, OSError) as exc:
-                return req.response(failed, f"The globalWhiteAddresses[{h.global_white_addrs}] update failed: {exc}")
+                log.warning("ACL: an edit (request code %d) from %s:%d refused: %s", req.code, *conn.peer, exc)
+                return req.response(failed, str(exc))
             problem = await acl.reload_problem()
         if problem is not None:
-            return req.response(failed, _not_in_force(path, problem))
-        log.info("ACL: globalWhiteRemoteAddresses of %s set to %s by %s:%d", path, addresses, *conn.peer)
+            return req.response(
+                failed, f"written to {path}, but the ACL files are refused, so the rules in force did not change: "
+                f"{problem}"
+            )
+        log.info("ACL: %s %s by %s:%d", done, path, *conn.peer)
         return req.response(ResponseCode.SUCCESS)
 
     def versions(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:

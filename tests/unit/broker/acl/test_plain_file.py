@@ -8,8 +8,9 @@ import pytest
 import yaml
 
 from apogee.broker.acl import plain_file
-from apogee.broker.acl.plain_file import AccountEdit, AclFiles
+from apogee.broker.acl.plain_file import AclFiles
 from apogee.broker.acl.rules import AclConfigError
+from apogee.remoting.headers.acl import CreateAccessConfigRequestHeader as AccountEdit
 
 ADMIN = {"accessKey": "adminKey1", "secretKey": "adminSecret1", "admin": True}
 
@@ -59,7 +60,7 @@ def test_updating_an_account_rewrites_its_file_and_bumps_its_version(tmp_path: P
     files.ensure_default()
     doc = {"accounts": [ADMIN], "dataVersion": [{"counter": 3, "timestamp": 5}]}
     files.default_file.write_text(yaml.safe_dump(doc))
-    new = AccountEdit("appKey01", "appSecret1", default_topic_perm="PUB|SUB", topic_perms=["orders=PUB"])
+    new = AccountEdit("appKey01", "appSecret1", default_topic_perm="PUB|SUB", topic_perms="orders=PUB")
     plain_file.update_account(files, files.load(1), new, now_ms=1000)
     rules = files.load(2)
     assert rules.accounts["appKey01"].perms == {"orders": 4}
@@ -93,7 +94,7 @@ def test_an_account_is_changed_in_the_file_that_defines_it(tmp_path: Path) -> No
     ("edit", "problem"),
     [
         (AccountEdit("short", "longSecret1"), "longer than 6"),
-        (AccountEdit("longKey01", "longSecret1", topic_perms=["a=ALL"]), "expected permissions"),
+        (AccountEdit("longKey01", "longSecret1", topic_perms="a=ALL"), "expected permissions"),
         (AccountEdit("longKey01", "longSecret1", white_remote_address="1.2.3"), "netaddress"),
         (AccountEdit("longKey01", "longSecret1", default_topic_perm="EVERYTHING"), "default permission"),
     ],
