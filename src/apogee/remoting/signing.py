@@ -38,7 +38,7 @@ SECRET_KEY = "SecretKey"
 SIGNATURE = "Signature"
 SECURITY_TOKEN = "SecurityToken"
 SIGNATURE_METHOD = "SignatureMethod"
-UNIQUE_KEY_QUERY = "_UNIQUE_KEY_QUERY"  # MixAll.UNIQUE_MSG_QUERY_FLAG: not signed, by the broker's count
+UNIQUE_KEY_QUERY = "_UNIQUE_KEY_QUERY"  # MixAll.UNIQUE_MSG_QUERY_FLAG: the broker leaves it out of the content
 
 HMAC_SHA1 = "HmacSHA1"
 HMAC_SHA256 = "HmacSHA256"
@@ -47,7 +47,6 @@ ALGORITHMS = tuple(_DIGESTS)
 
 # What the broker leaves out of the content it recomputes.
 SERVER_UNSIGNED = frozenset((SIGNATURE, UNIQUE_KEY_QUERY))
-
 
 
 class SessionCredentials:

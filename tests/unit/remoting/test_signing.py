@@ -4,12 +4,19 @@ written out by hand from RocketMQ's rule: the values in Java key order, then the
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from apogee.remoting.codec import request_command
 from apogee.remoting.signing import (
     ACCESS_KEY,
     SIGNATURE,
+    Keyed,
     SessionCredentials,
     Signer,
     content_head,
@@ -105,3 +112,10 @@ def test_unknown_algorithms_are_refused() -> None:
 def test_what_a_broker_relays_carries_no_signing_fields() -> None:
     signed = Signer(SessionCredentials("RocketMQ", "12345678", "tok")).sign_ext({"group": "G"}, None)
     assert without_signing(signed) == {"group": "G"}
+
+
+@given(secret=st.text(max_size=100), content=st.binary(max_size=300), body=st.binary(max_size=300))
+def test_the_keyed_hmac_is_the_hmac_module_s_for_any_key_length(secret: str, content: bytes, body: bytes) -> None:
+    for name, digest in (("HmacSHA1", hashlib.sha1), ("HmacSHA256", hashlib.sha256)):
+        want = base64.b64encode(hmac.new(secret.encode(), content + body, digest).digest()).decode()
+        assert Keyed(secret).sign(content, [body[:7], body[7:]], name) == want
