@@ -44,7 +44,7 @@ from apogee.client import (
     TransactionProducer,
 )
 from apogee.common.message import MessageQueue
-from apogee.common.message_codec import encode_batch
+from apogee.common.message_codec import decode_records, encode_batch
 from apogee.errors import NoRouteError, RemoteError
 from apogee.remoting.bodies.heartbeat import ConsumerData, HeartbeatData, SubscriptionData
 from apogee.remoting.client import RemotingClient
@@ -55,7 +55,7 @@ from tests.integration.client.conftest import FAST, FAST_CONSUMER
 from tests.support.names import unique
 from tests.support.processes import ServerProcess, start_broker, start_namesrv
 from tests.support.waiting import wait_until
-from tests.support.wire import send_request
+from tests.support.wire import pull_request, send_request
 
 ROOT = Path(__file__).resolve().parents[2]
 ACL_REMARK = "org.apache.rocketmq.acl.common.AclException: "
@@ -119,6 +119,10 @@ def acl_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AclCluster
     finally:
         broker.close()
         namesrv.close()
+
+
+def lacks(resource: str, needs: str, has: str, access_key: str) -> str:
+    return f"No default permission for {resource} (needs {needs}; accessKey={access_key} has {has})"
 
 
 async def max_offsets(cluster: AclCluster, topic: str) -> int:
@@ -303,6 +307,18 @@ async def test_a_refused_send_stores_nothing_and_the_connection_keeps_serving(ac
         await p.send(Message(topic, b"allowed"))
     stored = await wait_until(lambda: max_offsets(acl_cluster, topic), 10, "the allowed message to be dispatched")
     assert stored == 1  # and none of the refused ones
+    # The pull path (C collect included) is behind the same check: PUB alone reads nothing.
+    async with acl_cluster.admin() as admin:
+        (queue,) = [k.queue_id for k, o in (await admin.topic_stats(topic)).items() if o.max_offset == 1]
+    pulls = {}
+    for name in ("pub", "sub"):
+        puller = RemotingClient(signer=Signer(SessionCredentials(*ACCOUNTS[name][:2])))
+        try:
+            pulls[name] = await puller.invoke(acl_cluster.broker.addr, pull_request(topic, queue, 0, group="G"), 5000)
+        finally:
+            await puller.close()
+    assert pulls["pub"].remark == ACL_REMARK + lacks(f"topic:{topic}", "SUB", "PUB", "pubKey0001")
+    assert pulls["sub"].code == ResponseCode.SUCCESS and decode_records(pulls["sub"].body_bytes())[0].body == b"allowed"
 
 
 async def test_a_signed_batch_is_stored_and_a_forged_one_refused(acl_cluster: AclCluster) -> None:
