@@ -21,12 +21,14 @@ tests/interop/clients/cpp_client.py) runs W1, W2, W3 and W5 on the same broker f
 With --trace the producers of W1, W2 and W5 write message traces (enable_msg_trace; W1 also
 reports the trace records dropped because the dispatcher's queue was full).
 
-With --tls the NameServer and broker run in TLS permissive mode (certificates made by openssl
-in the temporary directory), and W1 and W2 run a second time with TLS clients (W1tls, W2tls)
-beside the plain ones, on the same broker.
+With --acl W1 and W2 also run against a second NameServer + broker with aclEnable=true, the
+producer signing every request (rows W1acl, W2acl); with --tls against a NameServer + broker in
+TLS permissive mode (certificates made by openssl in the temporary directory), the producer
+connecting with TLS (rows W1tls, W2tls).  Plain, ACL and TLS runs alternate, so all see the same
+machine load.
 
 Run:  .venv/bin/python benchmarks/client_bench.py [--only W1,W3] [--runs 3] [--messages 500000] [--cpp] [--trace]
-      [--tls]
+      [--acl] [--tls]
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -55,10 +58,10 @@ from apogee.client import (  # noqa: E402
     Producer,
     PullConsumer,
     PushConsumer,
-    TlsClientConfig,
 )
 from apogee.client.consumer.offset_store import ReadOffsetType  # noqa: E402
 from apogee.remoting.loop import run  # noqa: E402
+from apogee.remoting.tls_config import TlsClientConfig  # noqa: E402
 from tests.support.processes import ServerProcess, start_namesrv  # noqa: E402
 from tests.support.tls import make_certs  # noqa: E402
 
@@ -112,9 +115,30 @@ def pct(values: list[float], q: float) -> float:
 W1_WARMUP = 1000
 
 
-async def w1(ns: str, topic: str, n: int, trace: bool = False, **client: Any) -> tuple[float, dict[str, float]]:
+@dataclass
+class Target:
+    """A cluster W1 and W2 run against: the plain one, or (--acl) one with ACL on; ``options``
+    are the producer's (credentials)."""
+
+    suffix: str
+    ns: str
+    broker_pid: int | None
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+# --acl: the bench account, allowed everything but admin codes, and the broker's ACL file.
+ACL_OPTIONS = {"access_key": "benchKey01", "secret_key": "benchSecret1"}
+ACL_YML = (
+    "accounts:\n  - accessKey: benchKey01\n    secretKey: benchSecret1\n"
+    "    defaultTopicPerm: PUB|SUB\n    defaultGroupPerm: PUB|SUB\n"
+)
+
+
+async def w1(
+    ns: str, topic: str, n: int, trace: bool = False, options: dict[str, Any] | None = None
+) -> tuple[float, dict[str, float]]:
     body = b"x" * 1024
-    async with Producer("bench_w1", ns, default_topic_queue_nums=8, enable_msg_trace=trace, **client) as p:
+    async with Producer("bench_w1", ns, default_topic_queue_nums=8, enable_msg_trace=trace, **(options or {})) as p:
         for _ in range(W1_WARMUP):
             await p.send(Message(topic, body))
         lat = []
@@ -131,10 +155,10 @@ async def w1(ns: str, topic: str, n: int, trace: bool = False, **client: Any) ->
 
 
 async def produce_async(
-    ns: str, topic: str, n: int, size: int, group: str, trace: bool = False, **client: Any
+    ns: str, topic: str, n: int, size: int, group: str, trace: bool = False, options: dict[str, Any] | None = None
 ) -> float:
     body = b"x" * size
-    async with Producer(group, ns, default_topic_queue_nums=8, enable_msg_trace=trace, **client) as p:
+    async with Producer(group, ns, default_topic_queue_nums=8, enable_msg_trace=trace, **(options or {})) as p:
         await p.send(Message(topic, body))
         start = time.perf_counter()
         last = None
@@ -311,51 +335,56 @@ async def cpp_bench(*args: object) -> tuple[float, dict[str, float]]:
     raise RuntimeError(f"C++ client {args} failed: {err.decode()[-2000:]}")
 
 
-async def bench(ns: str, broker_pid: int | None, args: argparse.Namespace) -> None:
+async def bench(ns: str, broker_pid: int | None, args: argparse.Namespace, others: tuple[Target, ...] = ()) -> None:
+    """``others``: more clusters W1 and W2 run against (--acl, --tls), runs alternating with the plain one's."""
     only = set(args.only.split(",")) if args.only else {"W1", "W2", "W3", "W4", "W5"}
     rows: list[tuple[str, str, list[float], list[float], list[float], dict[str, list[float]]]] = []
     tag = int(time.time())
+    plain = Target("", ns, broker_pid)
 
-    async def measure(name: str, label: str, fn: Callable[[int], Awaitable[Any]]) -> None:
-        rates, bcpu, ccpu, extra = [], [], [], {}
+    async def measure(
+        name: str, label: str, fn: Callable[..., Awaitable[Any]], targets: tuple[Target, ...] | None = None
+    ) -> None:
+        """``fn(r)``, or with ``targets`` ``fn(r, target)`` for each in turn, run after run."""
+        runs: dict[str, tuple[list[float], list[float], list[float], dict[str, list[float]]]] = {}
         for r in range(args.runs):
-            with Meter(broker_pid) as m:
-                out = await fn(r)
-            if isinstance(out, tuple):
-                value, more = out
-            elif isinstance(out, dict):
-                value, more = out.get("p99_ms", 0.0), out
-            else:
-                value, more = out, {}
-            rates.append(value)
-            bcpu.append(m.broker_cpu)
-            ccpu.append(m.client_cpu)
-            for k, v in more.items():
-                extra.setdefault(k, []).append(v)
-            print(
-                f"  {name} run {r + 1}: {value:,.2f} {more} "
-                f"broker CPU {m.broker_cpu:.0f}% client CPU {m.client_cpu:.0f}%",
-                flush=True,
-            )
-        rows.append((name, label, rates, bcpu, ccpu, extra))
+            for target in targets or (plain,):
+                with Meter(target.broker_pid) as m:
+                    out = await (fn(r, target) if targets else fn(r))
+                if isinstance(out, tuple):
+                    value, more = out
+                elif isinstance(out, dict):
+                    value, more = out.get("p99_ms", 0.0), out
+                else:
+                    value, more = out, {}
+                rates, bcpu, ccpu, extra = runs.setdefault(target.suffix, ([], [], [], {}))
+                rates.append(value)
+                bcpu.append(m.broker_cpu)
+                ccpu.append(m.client_cpu)
+                for k, v in more.items():
+                    extra.setdefault(k, []).append(v)
+                print(
+                    f"  {name}{target.suffix} run {r + 1}: {value:,.2f} {more} "
+                    f"broker CPU {m.broker_cpu:.0f}% client CPU {m.client_cpu:.0f}%",
+                    flush=True,
+                )
+        for suffix, (rates, bcpu, ccpu, extra) in runs.items():
+            rows.append((name + suffix, label + (f" [{suffix}]" if suffix else ""), rates, bcpu, ccpu, extra))
 
     if "W1" in only:
         await measure(
             "W1", "sync send 1 KiB, one at a time (msgs/s)",
-            lambda r: w1(ns, f"BenchW1_{tag}_{r}", args.sync_messages, args.trace),
+            lambda r, t: w1(t.ns, f"BenchW1_{tag}_{r}", args.sync_messages, args.trace, t.options), (plain, *others),
         )
-        if args.tls:
-            await measure("W1tls", "  the same with TLS", lambda r: w1(
-                ns, f"BenchW1tls_{tag}_{r}", args.sync_messages, args.trace, tls=args.tls))
     if "W2" in only or "W3" in only:
         await measure(
             "W2",
             f"send_async auto-batched 1 KiB x {args.messages} (msgs/s)",
-            lambda r: produce_async(ns, f"BenchW2_{tag}_{r}", args.messages, 1024, "bench_w2", args.trace),
+            lambda r, t: produce_async(
+                t.ns, f"BenchW2_{tag}_{r}", args.messages, 1024, "bench_w2", args.trace, t.options
+            ),
+            (plain, *others),
         )
-        if args.tls:
-            await measure("W2tls", "  the same with TLS", lambda r: produce_async(
-                ns, f"BenchW2tls_{tag}_{r}", args.messages, 1024, "bench_w2", args.trace, tls=args.tls))
     if "W3" in only:
         for r in range(args.runs):  # the backlog must be fully dispatched before W3 is timed
             await wait_dispatched(ns, f"BenchW2_{tag}_{r}", args.messages + 1)
@@ -418,47 +447,54 @@ def main() -> None:
     parser.add_argument("--cpp-sync-messages", type=int, default=5_000)
     parser.add_argument("--cpp-messages", type=int, default=20_000)
     parser.add_argument("--trace", action="store_true", help="W1, W2, W5 with enable_msg_trace (message traces)")
-    parser.add_argument("--tls", action="store_true", help="also W1 and W2 with TLS (servers in permissive mode)")
+    parser.add_argument("--acl", action="store_true", help="W1 and W2 also against a broker with ACL on (signed)")
+    parser.add_argument("--tls", action="store_true", help="W1 and W2 also over TLS (servers in permissive mode)")
     args = parser.parse_args()
     if args.namesrv:
-        args.tls = None
         run(bench(args.namesrv, None, args))
         return
     with tempfile.TemporaryDirectory() as tmp:
-        conf = Path(tmp) / "broker.conf"
-        conf.write_text(BROKER_CONF)
-        tls_options: list[str] = []
-        if args.tls:
-            certs = make_certs(Path(tmp) / "certs")
-            tls_options = ["--tls-mode", "permissive", "--tls-cert", str(certs.server_cert),
-                           "--tls-key", str(certs.server_key)]
-            args.tls = TlsClientConfig(enable=True, ca_file=str(certs.ca))
-        namesrv = start_namesrv(Path(tmp) / "ns", *tls_options)
-        broker = ServerProcess(
-            [
-                "broker",
-                "-n",
-                namesrv.addr,
-                "-c",
-                str(conf),
-                "--listen",
-                "127.0.0.1:0",
-                "--store-dir",
-                str(Path(tmp) / "store"),
-                "--broker-ip",
-                "127.0.0.1",
-                "--log-level",
-                "WARNING",
-                *tls_options,
-            ]
-        ).start()
+        servers: list[ServerProcess] = []
         try:
-            print(f"namesrv {namesrv.addr}, broker {broker.addr}, broker pid {broker.pid}, broker.conf: "
-                  f"{BROKER_CONF.strip().replace(chr(10), ', ')}", flush=True)
-            run(bench(namesrv.addr, broker.pid, args))
+            namesrv, broker = start_cluster(Path(tmp) / "plain", BROKER_CONF, servers)
+            others: tuple[Target, ...] = ()
+            if args.acl:
+                acl_ns, acl_broker = start_cluster(Path(tmp) / "acl", BROKER_CONF + "aclEnable=true\n", servers,
+                                                   acl_yml=ACL_YML)
+                others += (Target("acl", acl_ns.addr, acl_broker.pid, ACL_OPTIONS),)
+            if args.tls:
+                certs = make_certs(Path(tmp) / "certs")
+                tls_args = ("--tls-mode", "permissive", "--tls-cert", str(certs.server_cert),
+                            "--tls-key", str(certs.server_key))
+                tls_ns, tls_broker = start_cluster(Path(tmp) / "tls", BROKER_CONF, servers, tls_args=tls_args)
+                tls = TlsClientConfig(enable=True, ca_file=str(certs.ca))
+                others += (Target("tls", tls_ns.addr, tls_broker.pid, {"tls": tls}),)
+            run(bench(namesrv.addr, broker.pid, args, others))
         finally:
-            broker.close()
-            namesrv.close()
+            for server in reversed(servers):
+                server.close()
+
+
+def start_cluster(
+    home: Path, conf_text: str, servers: list[ServerProcess], acl_yml: str = "", tls_args: tuple[str, ...] = ()
+) -> tuple[ServerProcess, ServerProcess]:
+    """A NameServer and a broker under ``home`` (added to ``servers``, for closing); ``tls_args``:
+    the TLS options of both."""
+    home.mkdir(parents=True)
+    conf = home / "broker.conf"
+    conf.write_text(conf_text)
+    if acl_yml:
+        (home / "plain_acl.yml").write_text(acl_yml)  # beside broker.conf, where the broker looks
+    namesrv = start_namesrv(home / "ns", *tls_args)
+    servers.append(namesrv)
+    broker = ServerProcess([
+        "broker", "-n", namesrv.addr, "-c", str(conf), "--listen", "127.0.0.1:0", "--store-dir",
+        str(home / "store"), "--broker-ip", "127.0.0.1", "--log-level", "WARNING", *tls_args,
+    ]).start()
+    servers.append(broker)
+    print(f"namesrv {namesrv.addr}, broker {broker.addr}, broker pid {broker.pid}, broker.conf: "
+          f"{conf_text.strip().replace(chr(10), ', ')}", flush=True)
+    return namesrv, broker
 
 
 if __name__ == "__main__":

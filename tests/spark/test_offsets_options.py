@@ -130,6 +130,18 @@ def test_sink_options() -> None:
         parse_sink_options({"namesrv": "h:1", "deliveryGuarantee": "exactlyOnce"}, streaming=False)
 
 
+def test_acl_options_sign_source_and_sink_and_hide_the_secret() -> None:
+    base = {"namesrv": "127.0.0.1:9876", "topic": "T"}
+    sink = parse_sink_options({**base, "accessKey": "appKey01", "secretKey": "appSecret1"}, streaming=False)
+    assert sink.credentials is not None and sink.credentials.access_key == "appKey01"
+    assert "appSecret1" not in repr(sink)
+    source = parse_source_options({**base, "accesskey": "appKey01", "SECRETKEY": "appSecret1"}, streaming=False)
+    assert source.credentials == sink.credentials
+    assert parse_source_options(base, streaming=False).credentials is None
+    with pytest.raises(ApogeeSparkError, match="accessKey and secretKey go together"):
+        parse_sink_options({**base, "accessKey": "appKey01"}, streaming=False)
+
+
 def test_one_line_digs_our_message_out_of_spark_text() -> None:
     wrapped = Exception(
         "[PYTHON_DATA_SOURCE_ERROR] Failed: Traceback (most recent call last):\n  File x\n"

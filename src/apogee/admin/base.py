@@ -97,10 +97,22 @@ class AdminBase:
     """Connections, NameServer and broker calls with diagnosed failures, routes and clusters."""
 
     def __init__(
-        self, namesrv_addr: str, *, timeout_ms: int = TIMEOUT_MS, tls: TlsClientConfig | None = None
+        self,
+        namesrv_addr: str,
+        *,
+        timeout_ms: int = TIMEOUT_MS,
+        tls: TlsClientConfig | None = None,
+        access_key: str | None = None,
+        secret_key: str | None = None,
+        security_token: str | None = None,
     ) -> None:
-        """``tls``: TLS to the NameServers and brokers (docs/security.md, TLS); None: plain."""
+        """``tls``: TLS to the NameServers and brokers (docs/security.md, TLS); None: plain.
+        ``access_key``/``secret_key`` (and ``security_token``) sign every request (ACL);
+        default ``$APOGEE_ACCESS_KEY`` / ``$APOGEE_SECRET_KEY`` (``client.config``)."""
         self.config = ClientConfig(namesrv_addr=namesrv_addr, instance_name=f"admin-{id(self)}", tls=tls)
+        if access_key is not None:
+            self.config.access_key, self.config.secret_key = access_key, secret_key or ""
+            self.config.security_token = security_token or ""
         self.timeout_ms = timeout_ms
         self._instance: ClientInstance | None = None
 

@@ -238,7 +238,11 @@ class MessageAdmin(TopicAdmin):
     # --- sending ------------------------------------------------------------------------------
 
     def producer(self) -> Producer:
-        return Producer(TOOLS_PRODUCER_GROUP, self.config.namesrv_addr)
+        cfg = self.config  # the admin's credentials sign the producer's requests too
+        return Producer(
+            TOOLS_PRODUCER_GROUP, cfg.namesrv_addr,
+            access_key=cfg.access_key, secret_key=cfg.secret_key, security_token=cfg.security_token,
+        )
 
     async def send_message(self, topic: str, body: bytes, *, keys: str | None = None, tags: str | None = None,
                            broker_name: str | None = None, queue_id: int | None = None) -> SendResult:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 import ipaddress
+import os
 import socket
 from dataclasses import dataclass, field
 
@@ -147,6 +148,13 @@ class BrokerConfig:
     # Apogee's, for measuring what statistics cost (RocketMQ's are always on): false counts
     # nothing (runtime info, VIEW_BROKER_STATS_DATA and /metrics then report zeros).
     broker_stats_enable: bool = True
+    # ACL 1.0 (docs/security.md): every request is checked against plain_acl.yml, found under
+    # rocketmqHome (RocketMQ's key; default $ROCKETMQ_HOME), else beside the -c broker.conf,
+    # else under <storePathRootDir>/conf.  aclPlainFile (Apogee's, RocketMQ's
+    # -Drocketmq.acl.plain.file) names another default file: absolute or relative to the home.
+    acl_enable: bool = False
+    rocketmq_home: str = field(default_factory=lambda: os.environ.get("ROCKETMQ_HOME", ""))
+    acl_plain_file: str = ""
 
     def validate_role(self) -> None:
         """RocketMQ's rule (BrokerStartup): a master is brokerId 0, a slave has an id > 0.

@@ -16,6 +16,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from apogee.broker.acl.plain_file import AclFiles
+from apogee.broker.acl.service import AclDispatcher, PlainAcl
 from apogee.broker.clients import ClientManager
 from apogee.broker.config import BrokerAddress, BrokerConfig, BrokerRole, advertised_ip
 from apogee.broker.config_update import LIVE_BROKER_KEYS, default_config_path
@@ -29,6 +31,7 @@ from apogee.broker.metrics import BrokerMetrics
 from apogee.broker.offsets import SEPARATOR as OFFSET_KEY_SEPARATOR
 from apogee.broker.offsets import ConsumerOffsetManager
 from apogee.broker.persistence import TableWriter
+from apogee.broker.processors.acl import AclAdminProcessor
 from apogee.broker.processors.admin import AdminProcessor
 from apogee.broker.processors.client_manage import ClientManageProcessor, notify_consumer_ids_changed
 from apogee.broker.processors.end_transaction import EndTransactionProcessor
@@ -44,6 +47,7 @@ from apogee.broker.topics import PERM_RW, TopicConfigManager
 from apogee.broker.transaction import TransactionService
 from apogee.common.config_update import LiveConfig
 from apogee.common.constants import SCHEDULE_TOPIC, parse_delay_levels
+from apogee.common.exposure import open_port_warning
 from apogee.common.histogram import NullHistogram
 from apogee.common.metrics_http import MetricsServer, metrics_address
 from apogee.remoting.bodies.route import DataVersion, TopicConfigData
@@ -114,8 +118,14 @@ class BrokerController:
         self.transactions = TransactionService(
             config, self.store, self.offsets, self.clients, self.address, max_delay_level
         )
-        self.dispatcher = RequestDispatcher()
         self.tls = tls
+        # ACL on: every request is judged before its processor (broker/acl/service.py).
+        self.acl: PlainAcl | None = None
+        if config.acl_enable:
+            self.acl = PlainAcl(AclFiles.locate(
+                config.rocketmq_home, config.acl_plain_file, config_file, store_config.store_path_root_dir
+            ))
+        self.dispatcher = AclDispatcher(self.acl) if self.acl is not None else RequestDispatcher()
         self.server = RemotingServer(
             self.dispatcher, self.remoting_config, on_connection_closed=self._connection_closed, tls=tls
         )
@@ -165,6 +175,7 @@ class BrokerController:
                 config=config, store_config=store_config, store=self.store, clients=self.clients,
                 address=self.address, sends=self.send_processor,
             ),
+            AclAdminProcessor(config=config, address=self.address, acl=self.acl),
         ):
             processor.register_with(self.dispatcher)
         self._tasks: list[asyncio.Task[None]] = []
@@ -211,6 +222,11 @@ class BrokerController:
             self.store.serve_as_slave()
         host, port = await self.server.start(self.config.listen_host, self.config.listen_port)
         self.address.bind(port)
+        warning = open_port_warning("broker", self.config.listen_host, acl=self.acl is not None)
+        if warning is not None:
+            log.warning("%s", warning)
+        if self.acl is not None:
+            self.acl.start()
         log.info("advertising %s to NameServers and in STOREHOST: %s", self.broker_addr, self.store_ip_reason)
         ha_port = self.store_config.ha_listen_port or (port + 1 if self.config.listen_port else 0)
         if self.ha_master is not None:
@@ -331,6 +347,8 @@ class BrokerController:
         self.long_polling.wake_all()
         await self.schedule.stop()
         await self.transactions.stop()
+        if self.acl is not None:
+            await self.acl.stop()
         await self.server.close()
         await self.outbound.close()
         await self.table_writer.close()

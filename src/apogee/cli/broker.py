@@ -163,7 +163,11 @@ def run_broker(
 ) -> ExitStatus:
     from apogee.broker.controller import BrokerController
 
-    controller = BrokerController(broker, store, remoting, config_file=config_file, tls=tls)
+    try:
+        controller = BrokerController(broker, store, remoting, config_file=config_file, tls=tls)
+    except ConfigError as exc:  # the ACL files (aclEnable=true) are read here
+        click.echo(f"error: {exc}", err=True)
+        return ExitStatus.CONFIG
 
     async def start() -> str:
         host, port = await controller.start()

@@ -23,12 +23,24 @@ from apogee.common.config import rmq_key
 from apogee.common.validators import validate_topic
 from apogee.errors import ConfigError
 from apogee.remoting.config import RemotingConfig
+from apogee.remoting.signing import SessionCredentials
 from apogee.remoting.tls_config import TlsClientConfig
 
 _instance_counter = itertools.count(1)
 
 DEFAULT_LATENCY_MAX_MS = (50, 100, 550, 1000, 2000, 3000, 15000)
 DEFAULT_NOT_AVAILABLE_DURATION_MS = (0, 0, 30000, 60000, 120000, 180000, 600000)
+
+
+# Credentials from the environment when not given (the CLI, the Spark connector and
+# applications all read them here).
+ACCESS_KEY_ENV = "APOGEE_ACCESS_KEY"
+SECRET_KEY_ENV = "APOGEE_SECRET_KEY"
+SECURITY_TOKEN_ENV = "APOGEE_SECURITY_TOKEN"
+
+
+def _env(name: str) -> Callable[[], str]:
+    return lambda: os.environ.get(name, "")
 
 
 def _default_offset_store_dir() -> str:
@@ -63,6 +75,18 @@ class ClientConfig:
     # ``custom_trace_topic``; ``apogee admin query-msg-trace-by-id`` shows them.
     enable_msg_trace: bool = False
     custom_trace_topic: str = field(default="", metadata=rmq_key("customizedTraceTopic"))
+    # ACL (docs/security.md): with an AccessKey and SecretKey every request is signed as
+    # RocketMQ's AclClientRPCHook signs it.  Default: $APOGEE_ACCESS_KEY, $APOGEE_SECRET_KEY,
+    # $APOGEE_SECURITY_TOKEN.  The secret and token are never shown in repr.
+    access_key: str = field(default_factory=_env(ACCESS_KEY_ENV))
+    secret_key: str = field(default_factory=_env(SECRET_KEY_ENV), repr=False)
+    security_token: str = field(default_factory=_env(SECURITY_TOKEN_ENV), repr=False)
+
+    def credentials(self) -> SessionCredentials | None:
+        """The credentials requests are signed with; None: requests are not signed."""
+        if not self.access_key:
+            return None
+        return SessionCredentials(self.access_key, self.secret_key, self.security_token or None)
 
     def namesrv_list(self) -> list[str]:
         return [a.strip() for a in self.namesrv_addr.replace(",", ";").split(";") if a.strip()]
@@ -98,6 +122,8 @@ class ClientConfig:
                 raise ConfigError(f"{name} must be positive")
         if self.tls is not None:
             self.tls.validate()
+        if bool(self.access_key) != bool(self.secret_key):
+            raise ConfigError("access_key and secret_key go together: give both (or neither) to sign requests")
         if self.custom_trace_topic:
             problem = validate_topic(self.custom_trace_topic)
             if problem is not None:

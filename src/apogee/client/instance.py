@@ -50,6 +50,7 @@ from apogee.remoting.headers.consumer import (
     GetConsumerRunningInfoRequestHeader,
 )
 from apogee.remoting.server import RequestDispatcher
+from apogee.remoting.signing import Signer
 from apogee.remoting.tls import client_tls
 
 log = logging.getLogger("apogee.client.instance")
@@ -81,7 +82,7 @@ def now_ms() -> int:
 
 
 class ClientInstance:
-    _registry: dict[tuple[int, str], ClientInstance] = {}
+    _registry: dict[tuple[object, ...], ClientInstance] = {}
 
     def __init__(self, config: ClientConfig) -> None:
         config.resolve_identity(local_ip)
@@ -97,8 +98,10 @@ class ClientInstance:
         self.dispatcher.register(RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT, self._on_reply)
         # Requests of this client's producers waiting for their reply (request-reply).
         self.requests = RequestTable()
+        credentials = config.credentials()
         self.remoting = RemotingClient(
-            config.remoting, self.dispatcher, on_connection_closed=self._connection_closed, tls=client_tls(config.tls)
+            config.remoting, self.dispatcher, on_connection_closed=self._connection_closed, tls=client_tls(config.tls),
+            signer=Signer(credentials) if credentials is not None else None,
         )
         self.api = ClientAPI(self.remoting, config.request_timeout_ms)
         self._namesrvs = config.namesrv_list()
@@ -119,7 +122,7 @@ class ClientInstance:
         self._heartbeat_lock: asyncio.Lock | None = None
         self._refresh_soon: asyncio.TimerHandle | None = None
         self._refs = 0
-        self._key: tuple[int, str] | None = None
+        self._key: tuple[object, ...] | None = None
         self.running = False
 
     # --- lifecycle and sharing ----------------------------------------------------------------
@@ -128,7 +131,10 @@ class ClientInstance:
     async def acquire(cls, config: ClientConfig) -> ClientInstance:
         """The running instance for ``config``'s client id on this loop, started if new."""
         config.resolve_identity(local_ip)
-        key = (id(asyncio.get_running_loop()), config.client_id())
+        # Clients with other credentials or TLS settings never share an instance: its
+        # connections sign and encrypt for it.
+        tls = config.tls.key() if config.tls is not None and config.tls.enable else None
+        key = (id(asyncio.get_running_loop()), config.client_id(), config.access_key, tls)
         instance = cls._registry.get(key)
         if instance is None or not instance.running:
             instance = cls(config)

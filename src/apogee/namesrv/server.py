@@ -11,6 +11,7 @@ import logging
 import time
 
 from apogee.common.config_update import LiveConfig
+from apogee.common.exposure import open_port_warning
 from apogee.common.metrics_http import MetricsServer, metrics_address
 from apogee.namesrv.config import LIVE_NAMESRV_KEYS, NEVER_NAMESRV_KEYS, NamesrvConfig
 from apogee.namesrv.kv_config import KVConfig
@@ -74,6 +75,9 @@ class NameServer:
     async def start(self) -> tuple[str, int]:
         self.kv.load()
         self.address = await self.server.start(self.config.listen_host, self.config.listen_port)
+        warning = open_port_warning("NameServer", self.config.listen_host, acl=False)
+        if warning is not None:
+            log.warning("%s", warning)
         self._scan_task = asyncio.create_task(self._scan_loop())
         where = metrics_address(self.config.metrics_listen, self.config.listen_host)
         if where is not None:

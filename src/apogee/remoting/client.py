@@ -23,6 +23,8 @@ from apogee.remoting.command import RemotingCommand
 from apogee.remoting.config import RemotingConfig
 from apogee.remoting.connection import Connection, ResponseCallback
 from apogee.remoting.server import RequestDispatcher
+from apogee.remoting.signed import connection_factory
+from apogee.remoting.signing import Signer
 from apogee.remoting.tls import ClientTls
 
 log = logging.getLogger("apogee.remoting.client")
@@ -44,9 +46,13 @@ class RemotingClient:
         *,
         on_connection_closed: Callable[[str, Connection], None] | None = None,
         tls: ClientTls | None = None,
+        signer: Signer | None = None,
     ) -> None:
+        """``signer``: sign every request (RocketMQ ACL; ``remoting/signed.py``)."""
         self.config = config or RemotingConfig()
         self.tls = tls
+        self.signer = signer
+        self._connection_class = connection_factory(signer)
         self.dispatcher = dispatcher or RequestDispatcher()
         self._connections: dict[str, Connection] = {}
         self._connecting: dict[str, asyncio.Future[Connection]] = {}
@@ -89,7 +95,7 @@ class RemotingClient:
         timeout = self.config.connect_timeout_ms / 1000
 
         def factory() -> Connection:
-            return Connection(self.dispatcher, self.config, on_closed=lambda c: self._lost(addr, c))
+            return self._connection_class(self.dispatcher, self.config, on_closed=lambda c: self._lost(addr, c))
 
         tls = self.tls
         try:

@@ -10,18 +10,26 @@ from the default position.
 from __future__ import annotations
 
 import datetime
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from apogee.client.config import ACCESS_KEY_ENV, SECRET_KEY_ENV, SECURITY_TOKEN_ENV
 from apogee.common.config import did_you_mean
+from apogee.remoting.signing import SessionCredentials
 from apogee.remoting.tls_config import TlsClientConfig
 from apogee.spark.errors import ApogeeSparkError
 from apogee.spark.offsets import OffsetSpec, parse_offset_spec
 
 # TLS to the NameServers and brokers, for sources and sinks alike (docs/security.md, TLS).
 TLS_OPTIONS = ("tls", "tlsCaFile", "tlsCertFile", "tlsKeyFile", "tlsServerName", "tlsVerify")
+# ACL (docs/security.md): the account every request is signed with; default the driver's
+# $APOGEE_ACCESS_KEY / $APOGEE_SECRET_KEY / $APOGEE_SECURITY_TOKEN.  Spark redacts option
+# values whose names match spark.redaction.regex ("secret", "token") in its UI and logs.
+ACL_OPTIONS = ("accessKey", "secretKey", "securityToken")
+
 SOURCE_OPTIONS = (
     "namesrv",
     "topic",
@@ -47,6 +55,7 @@ SOURCE_OPTIONS = (
     "requestTimeoutMs",
     "path",
     *TLS_OPTIONS,
+    *ACL_OPTIONS,
 )
 SINK_OPTIONS = (
     "namesrv",
@@ -62,6 +71,7 @@ SINK_OPTIONS = (
     "transactionHistory",
     "transactionTimeoutSeconds",
     *TLS_OPTIONS,
+    *ACL_OPTIONS,
 )
 _ALIASES = {"nameserver": "namesrv", "namesrvaddr": "namesrv"}
 _SPARK_OWN = frozenset({"queryname", "checkpointlocation"})
@@ -157,6 +167,15 @@ def _tls(opts: dict[str, str]) -> TlsClientConfig | None:
     )
 
 
+def _credentials(opts: dict[str, str]) -> SessionCredentials | None:
+    access = opts.get("accesskey", os.environ.get(ACCESS_KEY_ENV, "")).strip()
+    secret = opts.get("secretkey", os.environ.get(SECRET_KEY_ENV, "")).strip()
+    token = opts.get("securitytoken", os.environ.get(SECURITY_TOKEN_ENV, "")).strip()
+    if bool(access) != bool(secret):
+        raise ApogeeSparkError("options accessKey and secretKey go together: give both (or neither) to sign requests")
+    return SessionCredentials(access, secret, token or None) if access else None
+
+
 def tag_set(expression: str) -> frozenset[str] | None:
     """The tags of a tag expression (``"A || B"``), None for ``*`` (all)."""
     text = expression.strip()
@@ -187,6 +206,7 @@ class SourceOptions:
     pull_pipeline: int = 16
     request_timeout_ms: int = 5000
     tls: TlsClientConfig | None = None
+    credentials: SessionCredentials | None = field(default=None, repr=False)
 
     @property
     def tag_filter(self) -> frozenset[str] | None:
@@ -277,6 +297,7 @@ def parse_source_options(options: Mapping[str, Any], *, streaming: bool) -> Sour
         pull_pipeline=_int(opts, "pullPipeline", 16, minimum=1) or 16,
         request_timeout_ms=_int(opts, "requestTimeoutMs", 5000, minimum=100) or 5000,
         tls=_tls(opts),
+        credentials=_credentials(opts),
     )
 
 
@@ -294,6 +315,7 @@ class SinkOptions:
     transaction_history: int = 200
     transaction_timeout_s: int = 60
     tls: TlsClientConfig | None = None
+    credentials: SessionCredentials | None = field(default=None, repr=False)
 
 
 def parse_sink_options(options: Mapping[str, Any], *, streaming: bool) -> SinkOptions:
@@ -323,4 +345,5 @@ def parse_sink_options(options: Mapping[str, Any], *, streaming: bool) -> SinkOp
         transaction_history=_int(opts, "transactionHistory", 200, minimum=2) or 200,
         transaction_timeout_s=_int(opts, "transactionTimeoutSeconds", 60, minimum=1) or 60,
         tls=_tls(opts),
+        credentials=_credentials(opts),
     )

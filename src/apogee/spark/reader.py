@@ -14,6 +14,7 @@ records become Arrow record batches column by column (``apogee.spark.decode``).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime
 import logging
 import math
@@ -38,6 +39,7 @@ from pyspark.sql.types import StructType
 
 from apogee.errors import ConnectionClosedError, RequestTimeoutError
 from apogee.remoting.codes import ResponseCode
+from apogee.remoting.signing import SessionCredentials
 from apogee.remoting.tls_config import TlsClientConfig
 from apogee.spark import runtime
 from apogee.spark.broker import Cluster, PullReply, pull
@@ -85,6 +87,7 @@ class QueueSlice(InputPartition):
     timeout_ms: int = 10_000
     fail_on_data_loss: bool = True
     tls: TlsClientConfig | None = None
+    credentials: SessionCredentials | None = dataclasses.field(default=None, repr=False)  # ACL: signs the pulls
 
     @property
     def key(self) -> QueueKey:
@@ -165,6 +168,7 @@ def to_partition(opts: SourceOptions, s: Slice, addr: str, expression: str, expr
         timeout_ms=opts.pull_timeout_ms,
         fail_on_data_loss=opts.fail_on_data_loss,
         tls=opts.tls,
+        credentials=opts.credentials,
     )
 
 
@@ -312,7 +316,7 @@ class ApogeeReader(DataSourceReader):
 
     async def _plan(self) -> list[QueueSlice]:
         opts = self.opts
-        cluster = Cluster(runtime.runtime().api_for(opts.tls), opts.namesrv, opts.request_timeout_ms)
+        cluster = Cluster(runtime.runtime().api_for(opts.tls, opts.credentials), opts.namesrv, opts.request_timeout_ms)
         topics = await cluster.resolve_topics(opts.topics, opts.topic_pattern)
         if not topics:
             return []
@@ -385,7 +389,7 @@ class ApogeePushdownReader(ApogeeReader):
 
 async def _pull_segment(part: QueueSlice, lo: int, hi: int) -> list[tuple[bytes, int, int]]:
     """Records of ``[lo, hi)``: pulls until the segment is covered; bodies with their bounds."""
-    api = runtime.runtime().api_for(part.tls)
+    api = runtime.runtime().api_for(part.tls, part.credentials)
     key = part.key
     out: list[tuple[bytes, int, int]] = []
     offset = lo

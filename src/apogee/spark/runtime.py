@@ -30,6 +30,7 @@ from apogee.remoting.client import RemotingClient
 from apogee.remoting.config import RemotingConfig
 from apogee.remoting.loop import loop_factory
 from apogee.remoting.server import RequestDispatcher
+from apogee.remoting.signing import SessionCredentials, Signer
 from apogee.remoting.tls import client_tls
 from apogee.remoting.tls_config import TlsClientConfig
 from apogee.spark.broker import Cluster
@@ -37,6 +38,14 @@ from apogee.spark.broker import Cluster
 T = TypeVar("T")
 
 REQUEST_TIMEOUT_MS = 5000
+
+
+# What tells clients apart: the TLS settings' key (None: plain) and the ACL credentials.
+Security = tuple["tuple[object, ...] | None", "SessionCredentials | None"]
+
+
+def security(tls: TlsClientConfig | None, credentials: SessionCredentials | None) -> Security:
+    return (tls.key() if tls is not None and tls.enable else None, credentials)
 
 
 class Runtime:
@@ -51,8 +60,9 @@ class Runtime:
         self.dispatcher = RequestDispatcher()
         self.remoting = RemotingClient(RemotingConfig(), self.dispatcher)
         self.api = ClientAPI(self.remoting, REQUEST_TIMEOUT_MS)
-        self._apis: dict[tuple[object, ...] | None, ClientAPI] = {None: self.api}
-        self._routes: dict[tuple[str, int, tuple[object, ...] | None], TopicRoutes] = {}
+        # One client per connection security a query names (TLS settings, ACL credentials).
+        self._apis: dict[Security, ClientAPI] = {(None, None): self.api}
+        self._routes: dict[tuple[str, int, Security], TopicRoutes] = {}
         self._thread = threading.Thread(target=self._run, name="apogee-spark-loop", daemon=True)
         self._thread.start()
 
@@ -60,22 +70,27 @@ class Runtime:
         asyncio.set_event_loop(self.loop)
         self.loop.run_forever()
 
-    def api_for(self, tls: TlsClientConfig | None) -> ClientAPI:
-        """The client of queries with these TLS settings (None or TLS off: the plain one)."""
-        key = tls.key() if tls is not None and tls.enable else None
+    def api_for(
+        self, tls: TlsClientConfig | None = None, credentials: SessionCredentials | None = None
+    ) -> ClientAPI:
+        """The client of queries with these TLS settings and ACL credentials (neither: the
+        plain, unsigned one)."""
+        key = security(tls, credentials)
         api = self._apis.get(key)
         if api is None:
-            remoting = RemotingClient(RemotingConfig(), self.dispatcher, tls=client_tls(tls))
+            remoting = RemotingClient(RemotingConfig(), self.dispatcher, tls=client_tls(tls),
+                                      signer=Signer(credentials) if credentials is not None else None)
             api = self._apis[key] = ClientAPI(remoting, REQUEST_TIMEOUT_MS)
         return api
 
     def routes(
-        self, namesrv: str, timeout_ms: int = REQUEST_TIMEOUT_MS, tls: TlsClientConfig | None = None
+        self, namesrv: str, timeout_ms: int = REQUEST_TIMEOUT_MS, tls: TlsClientConfig | None = None,
+        credentials: SessionCredentials | None = None,
     ) -> TopicRoutes:
         """The route cache of ``namesrv`` (a ``;`` list) for every sink task of this process:
         the client's ``TopicRoutes``, fetched from the first NameServer that answers."""
-        api = self.api_for(tls)
-        key = (namesrv, timeout_ms, tls.key() if tls is not None and tls.enable else None)
+        api = self.api_for(tls, credentials)
+        key = (namesrv, timeout_ms, security(tls, credentials))
         table = self._routes.get(key)
         if table is None:
             cluster = Cluster(api, namesrv, timeout_ms)

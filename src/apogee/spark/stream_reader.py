@@ -54,7 +54,8 @@ class ApogeeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # --- driver side --------------------------------------------------------------------------
 
     def _cluster(self) -> Cluster:
-        return Cluster(runtime.runtime().api_for(self.opts.tls), self.opts.namesrv, self.opts.request_timeout_ms)
+        opts = self.opts
+        return Cluster(runtime.runtime().api_for(opts.tls, opts.credentials), opts.namesrv, opts.request_timeout_ms)
 
     def _run(self, coro: Any) -> Any:
         return runtime.run(coro, self.opts.request_timeout_ms / 1000 * 6 + 30)

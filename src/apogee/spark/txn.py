@@ -183,7 +183,7 @@ def half_tag(opts: SinkOptions, query_id: str, batch_id: int, task: str) -> dict
 def write_halves(opts: SinkOptions, columns: SinkColumns, batches: Iterator[pa.RecordBatch]) -> TxnCommit:
     """A sink task: the rows as half messages of (query, batch, this attempt)."""
     query_id, batch_id, partition, attempt = task_identity()
-    cluster = Cluster(runtime.runtime().api_for(opts.tls), opts.namesrv, opts.request_timeout_ms)
+    cluster = Cluster(runtime.runtime().api_for(opts.tls, opts.credentials), opts.namesrv, opts.request_timeout_ms)
     record = runtime.run(load_record(cluster, query_id), opts.request_timeout_ms / 1000 * 2 + 10)
     if record.batch >= batch_id:
         skipped = sum(b.num_rows for b in batches)
@@ -253,7 +253,7 @@ def commit_batch(opts: SinkOptions, messages: list[WriterCommitMessage | None], 
     if not done:
         return
     query_id = done[0].query_id
-    cluster = Cluster(runtime.runtime().api_for(opts.tls), opts.namesrv, opts.request_timeout_ms)
+    cluster = Cluster(runtime.runtime().api_for(opts.tls, opts.credentials), opts.namesrv, opts.request_timeout_ms)
     timeout = opts.request_timeout_ms / 1000 * 4 + 60
 
     async def commit() -> None:
@@ -289,7 +289,7 @@ def abort_batch(opts: SinkOptions, messages: list[WriterCommitMessage | None], b
     if not done:
         return
     query_id = done[0].query_id
-    cluster = Cluster(runtime.runtime().api_for(opts.tls), opts.namesrv, opts.request_timeout_ms)
+    cluster = Cluster(runtime.runtime().api_for(opts.tls, opts.credentials), opts.namesrv, opts.request_timeout_ms)
 
     async def abort() -> None:
         await Resolver.ensure(opts)
@@ -325,7 +325,9 @@ class Resolver:
 
     def __init__(self, opts: SinkOptions) -> None:
         self.opts = opts
-        self.cluster = Cluster(runtime.runtime().api_for(opts.tls), opts.namesrv, opts.request_timeout_ms)
+        self.cluster = Cluster(
+            runtime.runtime().api_for(opts.tls, opts.credentials), opts.namesrv, opts.request_timeout_ms
+        )
         self.brokers: set[str] = set()
         self.client_id = f"apogee-spark-sink@{os.getpid()}@{uuid.uuid4().hex[:6]}"
         self._task: asyncio.Task[None] | None = None

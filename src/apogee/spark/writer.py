@@ -191,7 +191,8 @@ def sink_sender(opts: SinkOptions) -> Sender:
         DEFAULT_TOPIC_QUEUE_NUMS,
         max_route_age_s=ROUTE_TTL_S,
     )
-    return Sender(rt.routes(opts.namesrv, opts.request_timeout_ms, opts.tls), rt.api_for(opts.tls).remoting, settings)
+    api = rt.api_for(opts.tls, opts.credentials)
+    return Sender(rt.routes(opts.namesrv, opts.request_timeout_ms, opts.tls, opts.credentials), api.remoting, settings)
 
 
 async def sent(send: Awaitable[T], topic: str) -> T:

@@ -4,6 +4,7 @@ Runs inside its own virtual environment (``.venv-interop``): its import name ``r
 clashes with other packages, so the tests call this file as a subprocess.  Every result is
 one JSON line on stdout; the tests parse them.
 
+    (every command: [--access-key AK --secret-key SK [--channel C]] signs requests, ACL)
     produce  NS TOPIC --count N --mode sync|async|oneway|orderly|batch [--batch-size B] [--tags T] [--keys-prefix K]
              [--delay-level L] [--prop k=v] [--body-size B]
     consume  NS TOPIC GROUP --expect N|--expect-file F [--tags EXPR] [--orderly] [--broadcast] [--fail-first]
@@ -85,9 +86,17 @@ def build(topic: str, i: int, args) -> Message:
     return msg
 
 
+def credentials(client, args) -> None:
+    """ACL: sign every request with --access-key/--secret-key (the C++ client's channel
+    defaults to ALIYUN; it is signed as any other field)."""
+    if args.access_key:
+        client.set_session_credentials(args.access_key, args.secret_key, args.channel)
+
+
 def produce(args) -> None:
     producer = Producer(args.group, timeout=args.send_timeout_ms)
     producer.set_namesrv_addr(args.namesrv)
+    credentials(producer, args)
     producer.start()
     done = threading.Semaphore(0)
     try:
@@ -134,6 +143,7 @@ def consume(args) -> None:
     model = MessageModel.BROADCASTING if args.broadcast else MessageModel.CLUSTERING
     consumer = PushConsumer(args.group, orderly=args.orderly, message_model=model)
     consumer.set_namesrv_addr(args.namesrv)
+    credentials(consumer, args)
     if args.instance:
         consumer.set_instance_name(args.instance)
     lock = threading.Lock()
@@ -183,6 +193,7 @@ def consume(args) -> None:
 def pull(args) -> None:
     consumer = PullConsumer(args.group)
     consumer.set_namesrv_addr(args.namesrv)
+    credentials(consumer, args)
     consumer.start()
     count = 0
     deadline = time.time() + args.timeout
@@ -201,6 +212,7 @@ def bench_send(args) -> None:
     """Send --count messages as fast as the mode allows; print one summary line (benchmarks)."""
     producer = Producer(args.group, timeout=args.send_timeout_ms)
     producer.set_namesrv_addr(args.namesrv)
+    credentials(producer, args)
     producer.start()
     body = b"x" * args.body_size
     latencies = []
@@ -320,6 +332,10 @@ def main() -> None:
     bc.add_argument("group")
     bc.add_argument("--expect", type=int, required=True)
     bc.add_argument("--timeout", type=float, default=300)
+    for command in (p, c, q, bs):
+        command.add_argument("--access-key", default="", help="ACL AccessKey (set_session_credentials)")
+        command.add_argument("--secret-key", default="")
+        command.add_argument("--channel", default="ALIYUN", help="the C++ client's OnsChannel field")
     args = parser.parse_args()
     {"produce": produce, "consume": consume, "pull": pull, "bench-send": bench_send,
      "bench-consume": bench_consume}[args.command](args)

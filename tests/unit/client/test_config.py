@@ -48,3 +48,26 @@ def test_enum_options_accept_names() -> None:
 def test_fault_tables_must_match() -> None:
     with pytest.raises(ConfigError):
         ProducerConfig(namesrv_addr="h:1", latency_max_ms=(1, 2), not_available_duration_ms=(1,)).validate()
+
+
+def test_credentials_come_from_the_config_or_the_environment_and_never_show(monkeypatch: pytest.MonkeyPatch) -> None:
+    cfg = ProducerConfig(namesrv_addr="h:1", access_key="appKey01", secret_key="appSecret1")
+    cfg.validate()
+    creds = cfg.credentials()
+    assert creds is not None and (creds.access_key, creds.secret_key, creds.security_token) == (
+        "appKey01", "appSecret1", None
+    )
+    assert "appSecret1" not in repr(cfg) and "appSecret1" not in repr(creds)
+    assert ProducerConfig(namesrv_addr="h:1").credentials() is None
+    monkeypatch.setenv("APOGEE_ACCESS_KEY", "envKey001")
+    monkeypatch.setenv("APOGEE_SECRET_KEY", "envSecret1")
+    monkeypatch.setenv("APOGEE_SECURITY_TOKEN", "envToken1")
+    from_env = ConsumerConfig(namesrv_addr="h:1").credentials()
+    assert from_env is not None and (from_env.access_key, from_env.secret_key, from_env.security_token) == (
+        "envKey001", "envSecret1", "envToken1"
+    )
+
+
+def test_an_access_key_without_a_secret_is_refused() -> None:
+    with pytest.raises(ConfigError, match="access_key and secret_key go together"):
+        ProducerConfig(namesrv_addr="h:1", access_key="appKey01", secret_key="").validate()

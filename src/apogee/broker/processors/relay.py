@@ -4,7 +4,8 @@ AdminBrokerProcessor.callConsumer).  mqadmin consumerStatus / consumeMessage, th
 consumer and message pages and rocketmq-exporter's client metrics use them.
 
 The client is found by group and client id among the connections that heartbeat here; its
-answer is passed back as it came (code, remark, body).  309 first loads the message the
+answer is passed back as it came (code, remark, body).  The requester's ACL fields (AccessKey,
+Signature) are not relayed.  309 first loads the message the
 ``msgId`` names (an offset message id of this broker) and sends it in the body, with this
 broker's name in ``brokerName``.  Errors are RocketMQ's: SYSTEM_ERROR when the client is not
 connected or too old to answer, CONSUME_MSG_TIMEOUT when it does not answer within 10 s.
@@ -27,6 +28,7 @@ from apogee.remoting.headers.consumer import (
     GetConsumerRunningInfoRequestHeader,
 )
 from apogee.remoting.server import RequestDispatcher
+from apogee.remoting.signing import without_signing
 
 log = logging.getLogger("apogee.broker.relay")
 
@@ -45,11 +47,11 @@ class ConsumerRelayProcessor:
 
     async def running_info(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         h = GetConsumerRunningInfoRequestHeader.decode(req.ext_fields)
-        return await self._call_consumer(req, dict(req.ext_fields or {}), None, h.consumer_group, h.client_id)
+        return await self._call_consumer(req, without_signing(req.ext_fields), None, h.consumer_group, h.client_id)
 
     async def consume_directly(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         h = ConsumeMessageDirectlyResultRequestHeader.decode(req.ext_fields)
-        ext = dict(req.ext_fields or {})
+        ext = without_signing(req.ext_fields)
         ext["brokerName"] = self._config.broker_name
         try:
             offset = decode_offset_msg_id(h.msg_id or "")[2]

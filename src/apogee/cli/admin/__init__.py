@@ -1,5 +1,6 @@
-"""``apogee admin``: mqadmin's commands (but ACL), grouped by noun, over ``apogee.admin``."""
+"""``apogee admin``: mqadmin's commands, grouped by noun, over ``apogee.admin``."""
 
+from apogee.cli.admin import acl as _acl  # noqa: F401  registers the ACL commands
 from apogee.cli.admin import brokers as _brokers  # noqa: F401  registers cluster, broker, NameServer commands
 from apogee.cli.admin import groups as _groups  # noqa: F401  registers group and offset commands
 from apogee.cli.admin import messages as _messages  # noqa: F401  registers message commands

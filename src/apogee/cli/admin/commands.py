@@ -13,14 +13,17 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import os
 import re
 import sys
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from pathlib import Path
+from typing import Any, TypeVar
 
 import click
 import orjson
+import yaml
 from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
@@ -29,6 +32,7 @@ from apogee.admin.base import Tick
 from apogee.admin.client import AdminClient, FoundMessage
 from apogee.cli.status import ExitStatus
 from apogee.cli.tls import tls_client_options
+from apogee.client.config import ACCESS_KEY_ENV, SECRET_KEY_ENV
 from apogee.errors import ApogeeError
 from apogee.remoting.loop import run
 from apogee.remoting.tls_config import TlsClientConfig
@@ -192,14 +196,54 @@ class AdminGroup(click.Group):
 
 @click.group("admin", cls=AdminGroup)
 def admin_group() -> None:
-    """Administer a cluster: every mqadmin 4.9 command but ACL, under its kebab-case or mqadmin name.
+    """Administer a cluster: every mqadmin 4.9 command, under its kebab-case or mqadmin name.
 
     -n (or NAMESRV_ADDR) names the NameServer(s), separated by ';'.  --json prints one JSON
-    document instead of tables.
+    document instead of tables.  Against brokers with ACL on, --acl-access-key and
+    --acl-secret-key (or APOGEE_ACCESS_KEY and APOGEE_SECRET_KEY, or mqadmin's
+    $ROCKETMQ_HOME/conf/tools.yml) sign every request.
     """
 
 
 assert isinstance(admin_group, AdminGroup)
+
+
+# --- ACL: the account every request is signed with (docs/security.md) ----------------------
+
+TOOLS_YML = Path("conf") / "tools.yml"  # mqadmin's: ${ROCKETMQ_HOME}/conf/tools.yml
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def acl_options(fn: F) -> F:
+    """``--acl-access-key`` / ``--acl-secret-key``: the account a command signs with."""
+    fn = click.option(
+        "--acl-secret-key", envvar=SECRET_KEY_ENV, metavar="SK", help=f"Its SecretKey (default: ${SECRET_KEY_ENV})."
+    )(fn)
+    return click.option(
+        "--acl-access-key", envvar=ACCESS_KEY_ENV, metavar="AK",
+        help=f"Sign every request with this ACL AccessKey (default: ${ACCESS_KEY_ENV}, else accessKey of "
+        "$ROCKETMQ_HOME/conf/tools.yml as mqadmin reads it).",
+    )(fn)
+
+
+def signing_credentials(access_key: str | None, secret_key: str | None) -> tuple[str | None, str | None]:
+    """The options' (or environment's) credentials, else mqadmin's ``conf/tools.yml`` under
+    ``$ROCKETMQ_HOME``, else none (requests go unsigned)."""
+    if access_key:
+        if not secret_key:
+            raise click.UsageError(f"--acl-access-key needs --acl-secret-key (or ${SECRET_KEY_ENV})")
+        return access_key, secret_key
+    home = os.environ.get("ROCKETMQ_HOME")
+    tools = Path(home) / TOOLS_YML if home else None
+    if tools is None or not tools.is_file():
+        return None, None
+    try:
+        doc = yaml.safe_load(tools.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise click.UsageError(f"cannot read {tools}: {exc}") from None
+    if isinstance(doc, dict) and doc.get("accessKey") and doc.get("secretKey"):
+        return str(doc["accessKey"]), str(doc["secretKey"])
+    return None, None
 
 
 def admin_command(fn: Callable[..., Awaitable[None]]) -> Callable[..., None]:
@@ -208,14 +252,16 @@ def admin_command(fn: Callable[..., Awaitable[None]]) -> Callable[..., None]:
 
     @functools.wraps(fn)
     def wrapper(
-        namesrv: str | None, debug: bool, json_mode: bool, tls: TlsClientConfig | None, **kwargs: Any
+        namesrv: str | None, debug: bool, json_mode: bool, tls: TlsClientConfig | None,
+        acl_access_key: str | None, acl_secret_key: str | None, **kwargs: Any,
     ) -> None:
         if not namesrv:
             raise click.UsageError(f"no NameServer address: give -n HOST:PORT or set {NAMESRV_ENV}")
         out = Output(json_mode)
+        access_key, secret_key = signing_credentials(acl_access_key, acl_secret_key)
 
         async def body() -> None:
-            async with AdminClient(namesrv, tls=tls) as admin:
+            async with AdminClient(namesrv, tls=tls, access_key=access_key, secret_key=secret_key) as admin:
                 await fn(admin, out, **kwargs)
 
         try:
@@ -228,7 +274,7 @@ def admin_command(fn: Callable[..., Awaitable[None]]) -> Callable[..., None]:
             sys.exit(ExitStatus.ERROR)
         out.finish()
 
-    command: Callable[..., None] = tls_client_options(wrapper)
+    command: Callable[..., None] = tls_client_options(acl_options(wrapper))
     command = click.option("--debug", is_flag=True, help="Show tracebacks.")(command)
     command = click.option("--json", "json_mode", is_flag=True, help="Print one JSON document (for scripts).")(command)
     command = click.option(

@@ -1,0 +1,56 @@
+"""What ACL signing and checking cost per request, in process (no sockets): the client's
+``Signer.sign_fields`` and the broker's ``AclRules.refusal`` for a W1-shaped send (1 KiB, one
+SEND_MESSAGE_V2) and a W2-shaped batch (SEND_BATCH_MESSAGE, 512 x 1 KiB), beside the cost of
+what a send does anyway (framing the request).  Best of --repeat timings, so that a loaded
+machine disturbs it less than an end-to-end run; ``client_bench.py --acl`` measures the whole.
+
+Run:  .venv/bin/python benchmarks/acl_bench.py [--repeat 7]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import timeit
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from apogee.broker.acl.rules import AclRules  # noqa: E402
+from apogee.client.producer.sender import SEND_KEYS  # noqa: E402
+from apogee.remoting.codec import fields_frame  # noqa: E402
+from apogee.remoting.header_json import wire_value  # noqa: E402
+from apogee.remoting.signing import SessionCredentials, Signer  # noqa: E402
+
+ACCOUNT = {"accessKey": "benchKey01", "secretKey": "benchSecret1", "defaultTopicPerm": "PUB|SUB",
+           "defaultGroupPerm": "PUB|SUB"}
+PROPERTIES = "KEYS\x01k1\x02TAGS\x01TagA\x02UNIQ_KEY\x010A0B0C0D0E0F0A0B0C0D0E0F0A0B0C0D\x02WAIT\x01true\x02"
+VALUES = ("bench_w1", "BenchW1", "TBW102", 8, 3, 0, 1_700_000_000_000, 0, PROPERTIES, 0, None, False)
+
+
+def best_us(fn: object, number: int, repeat: int) -> float:
+    return min(timeit.repeat(fn, number=number, repeat=repeat)) / number * 1e6  # type: ignore[arg-type]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeat", type=int, default=7)
+    args = parser.parse_args()
+    signer = Signer(SessionCredentials(ACCOUNT["accessKey"], ACCOUNT["secretKey"]))
+    rules = AclRules.from_documents([("/plain_acl.yml", {"accounts": [ACCOUNT]})], now_ms=0)
+    print(f"{'':28}{'frame (us)':>12}{'sign (us)':>12}{'check (us)':>12}")
+    for name, body, code, number in (
+        ("W1: 1 send, 1 KiB", b"x" * 1024, 310, 20_000),
+        ("W2: 1 batch, 512 x 1 KiB", b"x" * (512 * 1100), 320, 200),
+    ):
+        keys, values = signer.sign_fields(SEND_KEYS, VALUES, body)
+        ext = {k: wire_value(v) for k, v in zip(keys, values, strict=True) if v is not None}
+        assert rules.refusal("127.0.0.1", code, ext, body) is None
+        frame = best_us(lambda: fields_frame(code, 1, 0, SEND_KEYS, VALUES, body), number, args.repeat)  # noqa: B023
+        sign = best_us(lambda: signer.sign_fields(SEND_KEYS, VALUES, body), number, args.repeat)  # noqa: B023
+        check = best_us(lambda: rules.refusal("127.0.0.1", code, ext, body), number, args.repeat)  # noqa: B023
+        print(f"{name:<28}{frame:>12.2f}{sign:>12.2f}{check:>12.2f}")
+
+
+if __name__ == "__main__":
+    main()
