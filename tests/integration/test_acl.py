@@ -17,6 +17,8 @@ One broker for the module; every test uses its own topics, groups and accounts.
 from __future__ import annotations
 
 import asyncio
+import os
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -522,3 +524,24 @@ def test_the_acl_admin_commands_change_the_file_and_the_rules(acl_cluster: AclCl
     assert "No acl config for cliKey0001" in asyncio.run(send(acl_cluster, topic, "cliKey0001", "cliSecret01"))
     again = apogee_admin(acl_cluster, "deleteAclConfig", "-b", broker, "-a", "cliKey0001", ok=False)
     assert "code 210" in again.output
+
+
+async def test_the_dashboard_signs_with_its_account(acl_cluster: AclCluster) -> None:
+    topic = await created_topic(acl_cluster, "Dash")
+    ak, sk, _ = ACCOUNTS["admin"]
+    signed = ServerProcess(["dashboard", "-n", acl_cluster.ns, "--listen", "127.0.0.1:0",
+                            "--acl-access-key", ak, "--acl-secret-key", sk])
+    unsigned = ServerProcess(["dashboard", "-n", acl_cluster.ns, "--listen", "127.0.0.1:0"],
+                             env={**os.environ, "APOGEE_ACCESS_KEY": "", "APOGEE_SECRET_KEY": ""})
+    with signed, unsigned:
+        page = await asyncio.to_thread(http_get, f"http://{signed.addr}/topics/{topic}")
+        refused = await asyncio.to_thread(http_get, f"http://{unsigned.addr}/topics/{topic}")
+    # The topic's status (one row per queue, read from the broker) with the admin account ...
+    assert "acl-broker" in page and "AclException" not in page
+    # ... and, unsigned, the broker's refusal shown in the page with RocketMQ's remark.
+    assert "AclException" in refused, refused[-2000:]
+
+
+def http_get(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=30) as answer:
+        return str(answer.read().decode())

@@ -7,6 +7,7 @@ import sys
 
 import click
 
+from apogee.cli.admin.commands import acl_options, signing_credentials
 from apogee.cli.serve import serve, setup_logging
 from apogee.cli.status import ExitStatus
 from apogee.cli.tls import tls_client_options
@@ -26,9 +27,11 @@ from apogee.remoting.tls_config import TlsClientConfig
               help="Seconds between samples of the live charts and the group list  [default: 5]")
 @click.option("--log-level", default="INFO", show_default=True)
 @tls_client_options
+@acl_options
 def dashboard_command(
     namesrv: str | None, listen: str | None, config_file: str | None, username: str | None, password: str | None,
     sample_interval: float | None, log_level: str, tls: TlsClientConfig | None,
+    acl_access_key: str | None, acl_secret_key: str | None,
 ) -> None:
     """Serve the web dashboard: clusters, topics, groups, producers, messages, live charts."""
     setup_logging(log_level)
@@ -42,6 +45,9 @@ def dashboard_command(
             settings.namesrv_addr = os.environ.get("NAMESRV_ADDR", "")
         if tls is not None:
             settings.admin_options["tls"] = tls
+        access_key, secret_key = signing_credentials(acl_access_key, acl_secret_key)
+        if access_key is not None:
+            settings.admin_options.update(access_key=access_key, secret_key=secret_key)
         if not settings.namesrv_addr:
             raise ConfigError("no NameServer given: -n HOST:PORT (or namesrvAddr in --config, or NAMESRV_ADDR)")
         settings.host_port  # noqa: B018 - a bad --listen is refused here, before anything starts
