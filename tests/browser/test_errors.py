@@ -75,6 +75,7 @@ def test_login_when_a_password_is_set_and_no_writes_from_other_sites(
         wrong = urllib.request.Request(f"{url}/cluster", headers={"Authorization": "Basic YWRtaW46d3Jvbmc="})
         with pytest.raises(urllib.error.HTTPError) as refused:  # admin:wrong
             urllib.request.urlopen(wrong, timeout=10)
+        refused.value.close()  # an HTTPError holds the connection's socket until closed
         assert refused.value.code == 401 and "Basic" in refused.value.headers["WWW-Authenticate"]
         with open_page(chromium, url, http_credentials={"username": "admin", "password": "s3cret"}) as page:
             page.goto("/cluster")
@@ -87,4 +88,5 @@ def test_login_when_a_password_is_set_and_no_writes_from_other_sites(
     )
     with pytest.raises(urllib.error.HTTPError) as forged:
         urllib.request.urlopen(request, timeout=10)
+    forged.value.close()
     assert forged.value.code == 403

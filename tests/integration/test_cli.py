@@ -67,6 +67,11 @@ def test_bad_config_value_is_one_clear_line(tmp_path: Path) -> None:
     assert "flushDiskType" in result.stderr and "Traceback" not in result.stderr
 
 
+def http_text(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=10) as answer:
+        return str(answer.read().decode())
+
+
 def test_dev_runs_namesrv_and_broker_in_one_process(tmp_path: Path) -> None:
     with ServerProcess(["dev", "--dir", str(tmp_path / "dev"), "--namesrv-listen", "127.0.0.1:0",
                         "--broker-listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0",
@@ -75,11 +80,11 @@ def test_dev_runs_namesrv_and_broker_in_one_process(tmp_path: Path) -> None:
         # /metrics is on in dev: the ready line gives the NameServer's and the broker's URLs.
         urls = re.findall(r"http://127\.0\.0\.1:\d+/metrics", dev.ready_line)
         assert len(urls) == 2, dev.ready_line
-        texts = [urllib.request.urlopen(url, timeout=10).read().decode() for url in urls]
+        texts = [http_text(url) for url in urls]
         assert "apogee_namesrv_topics" in texts[0] and "rocketmq_producer_offset" in texts[1]
         # So is the web dashboard, on the dev NameServer: its cluster page lists the broker.
         (dashboard,) = re.findall(r"dashboard (http://127\.0\.0\.1:\d+/)", dev.ready_line)
-        assert "broker-a" in urllib.request.urlopen(dashboard + "cluster", timeout=10).read().decode()
+        assert "broker-a" in http_text(dashboard + "cluster")
         assert dev.stop() == 0
     assert (tmp_path / "dev" / "store" / "config" / "topics.json").exists()
 
