@@ -15,6 +15,9 @@ import collections
 import os
 import re
 import signal
+import socket
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -152,6 +155,23 @@ def test_brokers_that_would_collide_are_refused_before_any_starts(tmp_path: Path
     assert code == 3 and "--listen and --store-dir are for --brokers" in out
     code, out = container_cli("--brokers", "2", "--store-dir", str(tmp_path), "-p")
     assert code == 0 and f"{tmp_path}/" in out and "-1.conf" in out
+
+
+def test_a_broker_that_cannot_start_stops_the_container_with_its_status(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        out = subprocess.run(
+            [sys.executable, "-m", "apogee", "broker-container", "--brokers", "1", "--listen", f"127.0.0.1:{port}",
+             "--broker-ip", "127.0.0.1", "--store-dir", str(tmp_path)],
+            capture_output=True, text=True, timeout=60,
+        )
+    assert out.returncode == 4, out.stderr  # the broker's own status: UNAVAILABLE
+    name = next(p.stem for p in tmp_path.glob("*.conf"))
+    assert f"[{name}] error: cannot start" in out.stderr
+    assert f"broker {name} exited with status 4 before it was ready: the container stops" in out.stderr
+    assert out.stdout == ""  # no ready line
 
 
 # --- a running container ----------------------------------------------------------------------------------
