@@ -223,6 +223,26 @@ def test_a_cluster_topic_gets_queues_on_both_and_sends_spread_over_them(containe
     asyncio.run(scenario())
 
 
+def test_an_auto_created_topic_is_created_on_every_broker_its_first_sends_reach(container: Container) -> None:
+    """RocketMQ's rule: a producer's unknown topic takes TBW102's route (4 queues on every
+    broker) until its next route poll, so each broker creates the topic on a send."""
+    topic = unique("T_auto")
+
+    async def scenario() -> list[tuple[str, int]]:
+        async with Producer(unique("P"), container.ns) as producer:  # the default 30 s route poll
+            brokers = {(await producer.send(Message(topic, b"x"))).message_queue.broker_name for _ in range(8)}
+        assert brokers == {"mc-0", "mc-1"}
+        async with AdminClient(container.ns) as admin:
+
+            async def both() -> list[tuple[str, int]] | None:
+                queues = sorted((q.broker_name, q.write_queue_nums) for q in (await admin.route(topic)).queue_datas)
+                return queues if len(queues) == 2 else None
+
+            return await wait_until(both, 10, "both brokers to register the topic")
+
+    assert asyncio.run(scenario()) == [("mc-0", 4), ("mc-1", 4)]
+
+
 def test_a_killed_broker_is_started_again_at_its_address_while_the_other_serves(container: Container) -> None:
     victim, other = container.children["mc-1"], container.children["mc-0"]
     topic = unique("T_restart")
