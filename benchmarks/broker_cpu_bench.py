@@ -218,6 +218,12 @@ def generate(spec: dict[str, object]) -> None:
         if kind.startswith("pull"):
             conn.call(heartbeat_frame(PULL_TOPIC))  # the subscription a Java pull relies on
         conns.append(conn)
+    print(json.dumps(drive(conns)), flush=True)
+
+
+def drive(conns: list[_Conn]) -> dict[str, float]:
+    """Say ready, wait for go on stdin, keep every connection's window full until its share
+    is answered; the run's wall time, CPU, answers, errors and bytes read."""
     print("ready", flush=True)
     sys.stdin.readline()
     sel = selectors.DefaultSelector()
@@ -243,11 +249,11 @@ def generate(spec: dict[str, object]) -> None:
     r1 = resource.getrusage(resource.RUSAGE_SELF)
     for conn in conns:
         conn.sock.close()
-    print(json.dumps({
+    return {
         "wall": wall, "cpu": r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime,
         "done": sum(c.done for c in conns), "errors": sum(c.errors for c in conns),
         "bytes": sum(c.bytes for c in conns),
-    }), flush=True)
+    }
 
 
 # --- the driver -----------------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ import click
 from apogee import __version__
 from apogee.cli.admin import admin_group
 from apogee.cli.broker import broker_command, dev_command
+from apogee.cli.container import container_command
 from apogee.cli.dashboard import dashboard_command
 from apogee.cli.demo import demo_command
 from apogee.cli.namesrv import namesrv_command
@@ -21,6 +22,7 @@ def cli() -> None:
 
 cli.add_command(namesrv_command)
 cli.add_command(broker_command)
+cli.add_command(container_command)
 cli.add_command(dev_command)
 cli.add_command(demo_command)
 cli.add_command(admin_group)
