@@ -45,6 +45,7 @@ async def test_topics_groups_and_offsets_created_on_the_master_appear_on_the_sla
     tmp_path: Path, namesrv: ServerProcess
 ) -> None:
     master, slave = master_and_slave(namesrv, tmp_path)
+    other: ServerProcess | None = None
     client = RemotingClient()
     topic, group = unique("Synced"), unique("synced_group")
     try:
@@ -93,10 +94,13 @@ async def test_topics_groups_and_offsets_created_on_the_master_appear_on_the_sla
 
         await wait_until(delay_copied, 15, "the master's delay progress on the slave", interval_s=0.2)
 
-        # The master goes away: the slave says so once and keeps serving what it copied.
+        # The master goes away: a slave that knows it says so at its next round and keeps
+        # serving.  A second slave learns the master when it registers, and its first round
+        # (3 s after it starts) finds the master gone; waiting for the first slave's next
+        # round would take 10 s.
+        other = start_broker(namesrv.addr, tmp_path / "other", GROUP + "brokerRole=SLAVE\nbrokerId=2\n")
         master.kill()
-        await wait_until(lambda: "cannot copy metadata from master" in slave.stderr(), 15, "the slave to notice")
-        # A restarted slave has the copies from its own files, master or not.
+        # A restarted slave has the copies from its own files: there is no master to copy from.
         slave.close()
         slave = start_broker(namesrv.addr, tmp_path / "slave", SLAVE)
         assert topic in await table(client, slave.addr, RequestCode.GET_ALL_TOPIC_CONFIG, "topicConfigTable")
@@ -104,7 +108,10 @@ async def test_topics_groups_and_offsets_created_on_the_master_appear_on_the_sla
                                     "subscriptionGroupTable")
         assert await slave_offset() == 1
         assert (await table(client, slave.addr, RequestCode.GET_ALL_DELAY_OFFSET, "offsetTable")).get("1") == 1
+        await wait_until(lambda: "cannot copy metadata from master" in other.stderr(), 15, "the slave to notice")
+        await table(client, other.addr, RequestCode.GET_ALL_TOPIC_CONFIG, "topicConfigTable")  # still serving
     finally:
         await client.close()
-        slave.close()
-        master.close()
+        for server in (other, slave, master):
+            if server is not None:
+                server.close()

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from apogee.admin import AdminClient
 from apogee.client import ConsumeContext, Message, MessageExt, Producer, PushConsumer, SendStatus
-from apogee.errors import ApogeeError
+from apogee.errors import ApogeeError, NoRouteError
 from apogee.remoting.client import RemotingClient
 from apogee.remoting.codes import RequestCode
 from apogee.remoting.command import RemotingCommand
@@ -80,6 +80,15 @@ def expected_py(i: int) -> tuple[str, bytes, str, str]:
     return f"py-{i}", b"python body %d" % i, "TagP", str(i)
 
 
+async def no_master(admin: AdminClient, topic: str) -> bool:
+    """The NameServer routes ``topic`` to the slave alone: it dropped the killed master."""
+    try:
+        route = await admin.route(topic)
+    except NoRouteError:
+        return False
+    return bool(route.broker_datas) and all(0 not in b.broker_addrs for b in route.broker_datas)
+
+
 async def run_trial(base: Path, *, log: bool = False) -> TrialResult:
     namesrv = start_namesrv(base / "namesrv")
     master: ServerProcess | None = start_broker(namesrv.addr, base / "master", GROUP)
@@ -95,13 +104,20 @@ async def run_trial(base: Path, *, log: bool = False) -> TrialResult:
         async with AdminClient(namesrv.addr) as admin:
             await admin.update_topic(topic, master.addr, 4)
             await wait_until(lambda: routed(admin, topic), 10, f"a route for {topic}")
+        # The C++ consumer starts before the slave.  RocketMQ's C++ client refreshes its routes
+        # 3 s after it starts, then every 30 s; the slave copies the topic 3 s after it starts,
+        # which the kill waits for.  So the consumer's first refresh falls due while it is
+        # stopped (below) and runs when it resumes after the kill, finding the slave at once.
+        expect_file = base / "expect"
+        cpp_consumer = cpp("consume", namesrv.addr, topic, unique("failover_cpp"), "--expect-file", expect_file,
+                           "--timeout", "120", "--linger", "0")
+        await asyncio.to_thread(cpp_consumer.wait_started)
+        cpp_events = Lines(cpp_consumer)
         slave = start_broker(namesrv.addr, base / "slave", SLAVE)
 
         async def slave_knows_topic() -> bool:  # copied 3 s after the slave starts
             resp = await client.invoke(slave.addr, RemotingCommand.request(RequestCode.GET_ALL_TOPIC_CONFIG), 5000)
             return topic.encode() in (resp.body_bytes() if resp.body else b"")
-
-        await wait_until(slave_knows_topic, 15, "the topic on the slave", interval_s=0.2)
 
         # While the gate is shut the listener holds its messages; with a small cache per queue
         # the consumer then stops pulling, so what is sent meanwhile waits on the brokers.
@@ -115,19 +131,21 @@ async def run_trial(base: Path, *, log: bool = False) -> TrialResult:
 
         consumer = PushConsumer(group, namesrv.addr, listener=listener, pull_threshold_for_queue=40, **FAST_CONSUMER)
         consumer.subscribe(topic)
-        expect_file = base / "expect"
-        cpp_consumer = cpp("consume", namesrv.addr, topic, unique("failover_cpp"), "--expect-file", expect_file,
-                           "--timeout", "120", "--linger", "0")
-        await asyncio.to_thread(cpp_consumer.wait_started)
-        cpp_events = Lines(cpp_consumer)
         async with consumer:
             async with Producer(unique("P"), namesrv.addr, **FAST) as producer:
                 acked: list[int] = []
                 stop = asyncio.Event()
+                # Apogee's eight senders ack about ten times as fast as the C++ producer (one
+                # sync send at a time): they idle while it catches up, so the brokers and both
+                # consumers are not fed thousands of extra messages, and they run again at
+                # full speed for their part of the backlog, up to the kill.
+                py_go = asyncio.Event()
+                py_go.set()
 
                 async def sender(worker: int) -> None:
                     i = worker
                     while not stop.is_set():
+                        await py_go.wait()
                         key, body, tags, seq = expected_py(i)
                         try:
                             sent = await producer.send(Message(topic, body, properties={
@@ -147,14 +165,20 @@ async def run_trial(base: Path, *, log: bool = False) -> TrialResult:
                 def cpp_acked() -> int:
                     return sum(1 for e in cpp_sent.events if e.get("event") == "sent" and e["status"] == 0)
 
-                await wait_until(lambda: len(acked) >= BEFORE_PAUSE and cpp_acked() >= BEFORE_PAUSE, 60,
-                                 "both producers sending")
+                await wait_until(lambda: len(acked) >= BEFORE_PAUSE, 60, "Apogee's producer sending")
+                py_go.clear()
+                await wait_until(lambda: cpp_acked() >= BEFORE_PAUSE, 60, "the C++ producer sending")
                 gate.clear()  # both consumers fall behind: a backlog only the slave will serve
                 os.kill(cpp_consumer.proc.pid, signal.SIGSTOP)
                 py_mark, cpp_mark = len(acked), cpp_acked()
-                await wait_until(lambda: len(acked) >= py_mark + BACKLOG and cpp_acked() >= cpp_mark + BACKLOG, 60,
-                                 "a backlog from both producers")
-                master.kill()
+                await wait_until(lambda: cpp_acked() >= cpp_mark + BACKLOG, 60, "a backlog from the C++ producer")
+                await wait_until(slave_knows_topic, 15, "the topic on the slave", interval_s=0.2)
+                py_go.set()  # the C++ producer keeps sending meanwhile
+                await wait_until(lambda: len(acked) >= py_mark + BACKLOG, 60, "a backlog from Apogee's producer")
+                master.kill()  # while both producers send
+                # The C++ consumer resumes once the NameServer has dropped the master.
+                async with AdminClient(namesrv.addr) as admin:
+                    await wait_until(lambda: no_master(admin, topic), 10, "a route without the master")
                 os.kill(cpp_consumer.proc.pid, signal.SIGCONT)
                 gate.set()
                 master.close()
