@@ -80,13 +80,13 @@ check: $(STAMP)
 	@$(MAKE) --no-print-directory -k -j3 --output-sync=target $(GATES)
 
 # APOGEE_REQUIRE_NATIVE: a C extension that failed to build fails the run instead of being
-# silently replaced by the pure-Python path.  Two pytest-xdist workers: most of a test's time
-# is spent waiting on servers, JVMs and the C++ client, so two run side by side on 2 cores.
-# One worker runs the Spark tests with the one Spark session (and the failover trial, to even
-# the two out), the other the rest, a module at
-# a time, longest first (tests/conftest.py; no reorder by size).
+# silently replaced by the pure-Python path.  Three pytest-xdist workers on 2 cores: most
+# tests spend their time waiting on servers, slaves' 10 s rounds and the C++ client, while
+# the Spark tests keep the CPU busy.  One worker runs the tests of the one Spark session,
+# the others the rest (the Spark tests with JVMs of their own first), a module at a time,
+# longest first (tests/conftest.py; no reorder by size).
 pytest: $(STAMP) $(INTEROP_STAMP) $(CHROMIUM)
-	APOGEE_REQUIRE_NATIVE=1 $(PY) -m pytest -n 2 --dist loadscope --no-loadscope-reorder
+	APOGEE_REQUIRE_NATIVE=1 $(PY) -m pytest -n 3 --dist loadscope --no-loadscope-reorder
 
 # The static checks, each with no finding allowed (all three run; any finding fails): ruff
 # (every Python file of the repository), strict mypy (src/apogee and the test harness,

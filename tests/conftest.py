@@ -29,33 +29,47 @@ def _weight(item: pytest.Item) -> int:
     return 3
 
 
+# The tests of the one Spark session (the ``spark`` fixture: a JVM of ~1 GB that takes seconds
+# to start) share a worker, so the session starts once.  These Spark tests do not use it (they
+# start JVMs of their own, or none): they go to any worker, each module (or test) on its own,
+# so the Spark tests' CPU is spread over the workers instead of lengthening the session's.
+_SPARK_SESSION = "tests/spark/"
+_NO_SPARK_SESSION = (
+    "tests/spark/test_connect.py",
+    "tests/spark/test_offsets_options.py",
+    "tests/spark/test_examples.py::test_batch_example",
+    "tests/spark/test_examples.py::test_format_registered_automatically_without_register",
+)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """In a pytest-xdist worker, longest tests first: the scheduler below hands out work in
     this order, so no long test is left to run alone at the end.  The sort is stable: tests
     of a module stay together."""
+    for item in items:
+        if item.nodeid.startswith(_NO_SPARK_SESSION) and "spark" in getattr(item, "fixturenames", ()):
+            raise pytest.UsageError(f"{item.nodeid} uses the Spark session: take it out of _NO_SPARK_SESSION")
     if hasattr(config, "workerinput"):
         items.sort(key=_weight)
 
 
-# Run on the Spark worker too: the Spark tests take about as long as all the others together,
-# so the longest non-Spark module (the failover trial, ~25 s) evens the two workers out.
-_WITH_SPARK = ("tests/spark/", "tests/interop/test_ha_failover.py")
-
-
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """`make test` (``-n 2 --dist loadscope``): each module goes to one worker, so its servers
-    start once, and every test under tests/spark/ (and ``_WITH_SPARK``) goes to the same worker, so one Spark
-    session (a JVM of ~3 GB that takes seconds to start) serves them all while the other
-    worker runs the rest.  (``--dist loadgroup`` would say the same with marks, but does not
-    group at all with pytest 9.2: pytest-xdist issue 1386.)"""
+    """`make test` (``--dist loadscope``): each module goes to one worker, so its servers
+    start once, and every test of the Spark session (under tests/spark/ but not in
+    ``_NO_SPARK_SESSION``) goes to the same worker, so one session serves them all while the
+    other workers run the rest.  (``--dist loadgroup`` would say the same with marks, but
+    does not group at all with pytest 9.2: pytest-xdist issue 1386.)"""
     if config.getvalue("dist") != "loadscope":
         return None
     from xdist.scheduler import LoadScopeScheduling
 
     class SparkTogether(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            if nodeid.startswith(_WITH_SPARK):
+            for entry in _NO_SPARK_SESSION:
+                if nodeid.startswith(entry):  # a listed test is a scope of its own
+                    return entry if "::" in entry else super()._split_scope(nodeid)
+            if nodeid.startswith(_SPARK_SESSION):
                 return "tests/spark"
             if nodeid.startswith("tests/browser/"):  # one Chromium and one shared cluster for all
                 return "tests/browser"

@@ -20,7 +20,9 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
+from apogee.admin import AdminClient
 from apogee.cli.admin import admin_group
+from apogee.cli.admin.topics import wait_for_route
 from apogee.remoting.bodies.heartbeat import ConsumerData, HeartbeatData, SubscriptionData
 from apogee.remoting.client import RemotingClient
 from apogee.remoting.codes import RequestCode, ResponseCode
@@ -260,6 +262,10 @@ def test_connections_of_live_clients(cluster: Cluster) -> None:
             resp = await client.invoke(cluster.master.addr,
                                        RemotingCommand.request(RequestCode.HEART_BEAT, {}, data.encode()), T)
             assert resp.code == ResponseCode.SUCCESS, resp.remark
+            # The heartbeat created the group's retry topic, which consumerConnection looks up:
+            # the broker registers it with the NameServer a moment later.
+            async with AdminClient(ns) as lookup:
+                await wait_for_route(lookup, f"%RETRY%{group}")
             conns = await asyncio.to_thread(admin_json, ns, "consumerConnection", "-g", group)
             assert [c["clientId"] for c in conns["connections"]] == ["conn-client@1"]
             assert conns["subscriptions"] == [{"topic": topic, "subExpression": "*"}]
