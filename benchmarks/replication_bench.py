@@ -14,8 +14,8 @@ seconds of each broker process, beside the single-broker (no slave) figures of t
   (target >= 150 MB/s).
 
 With several --src trees (e.g. a worktree of an older commit) every configuration runs from
-each in turn, interleaved, and the table is printed per tree; --configs picks configurations
-(single, async, sync) and --backlog-mb 0 skips the catch-up.
+each in turn, interleaved in an order rotated every run, and the table is printed per tree;
+--configs picks configurations (single, async, sync) and --backlog-mb 0 skips the catch-up.
 
 Run: .venv/bin/python benchmarks/replication_bench.py [--runs 3] [--sync-messages 3000]
      [--messages 30000] [--inflight 64] [--backlog-mb 200] [--configs single,async,sync]
@@ -232,11 +232,17 @@ async def bench(namesrv: str, root: Path, args: argparse.Namespace) -> None:
     results: dict[tuple[str | None, str], list[dict[str, Any]]] = {}
     catchups: dict[str | None, list[dict[str, Any]]] = {src: [] for src in srcs}
     loads = [os.getloadavg()[0]]
+    plan = [(n, src, config) for n, src in enumerate(srcs) for config in chosen]
     for i in range(args.runs):
-        for n, src in enumerate(srcs):
-            for name, role, slave in chosen:  # interleaved: noise hits every config and tree alike
-                results.setdefault((src, name), []).append(
-                    await send_workloads(namesrv, root / f"{i}-{n}-{name[:5]}", role, slave, args, src))
+        # Interleaved, and the order rotated every run: noise, and whatever the first or the
+        # last place in a run costs (a warm page cache, a busy neighbour), hits every config
+        # and every tree alike instead of always the same one.
+        shift = i % len(plan)
+        for n, src, (name, role, slave) in plan[shift:] + plan[:shift]:
+            results.setdefault((src, name), []).append(
+                await send_workloads(namesrv, root / f"{i}-{n}-{name[:5]}", role, slave, args, src))
+        trees = list(enumerate(srcs))
+        for n, src in trees[i % len(trees):] + trees[:i % len(trees)]:
             if args.backlog_mb:
                 catchups[src].append(await catch_up(namesrv, root / f"{i}-{n}-catchup", args, src))
         loads.append(os.getloadavg()[0])
