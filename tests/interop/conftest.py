@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -88,6 +89,19 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 
 
 
+def aborted_in_shutdown(returncode: int, events: list[dict[str, object]], stderr: str) -> bool:
+    """The C++ client 0.4.4's own shutdown race: an abort on an uncaught
+    ``boost::thread_interrupted`` *after* the script reported its work finished (the
+    ``finished`` event, printed just before ``shutdown()``).  Every result was printed by
+    then, so the test still judges all of them; any other exit, or an abort before the work
+    was done, fails."""
+    return (
+        returncode == -signal.SIGABRT
+        and any(e.get("event") == "finished" for e in events)
+        and "boost::thread_interrupted" in stderr
+    )
+
+
 class CppRun:
     """A running C++ client script; ``events()`` parses its JSON lines."""
 
@@ -116,7 +130,7 @@ class CppRun:
         self.stdout = self._early + out.decode(errors="replace")
         self.stderr = err.decode(errors="replace")
         events = [json.loads(line) for line in self.stdout.splitlines() if line.startswith("{")]
-        if check and self.proc.returncode != 0:
+        if check and self.proc.returncode != 0 and not aborted_in_shutdown(self.proc.returncode, events, self.stderr):
             raise AssertionError(
                 f"C++ client {self.args} exited {self.proc.returncode}:\n{self.stderr[-3000:]}"
             )
