@@ -123,7 +123,7 @@ async def test_both_send_paths_store_the_same_message(broker: ServerProcess, pro
         await client.close()
 
 
-async def test_long_polling_answers_within_100_ms_of_a_send(broker: ServerProcess) -> None:
+async def test_long_polling_answers_within_250_ms_of_a_send(broker: ServerProcess) -> None:
     client = RemotingClient()
     try:
         await client.invoke(broker.addr, send_request("LP", queue_id=1), T)  # create the topic
@@ -144,7 +144,10 @@ async def test_long_polling_answers_within_100_ms_of_a_send(broker: ServerProces
             latency_ms = (loop.time() - acked) * 1000
             assert resp.code == ResponseCode.SUCCESS and sent.code == 0
             assert [m.body for m in decode_records(resp.body_bytes())] == [b"wake"]
-            assert latency_ms < 100, f"held pull answered {latency_ms:.1f} ms after the send"
+            # Woken by the message's dispatch, not by a recheck (shortPollingTimeMills is 1 s,
+            # RocketMQ's long-polling recheck 5 s): 250 ms leaves room for a loaded CI machine
+            # (this ran at nice 10 beside the suite, and once took 147 ms at load average 15).
+            assert latency_ms < 250, f"held pull answered {latency_ms:.1f} ms after the send"
     finally:
         await client.close()
 
