@@ -11,6 +11,7 @@ from apogee.store.commitlog import CommitLog
 from apogee.store.flush import GroupCommit, PeriodicFlush
 from apogee.store.io_thread import IOThread
 from apogee.store.mapped_file_queue import MappedFileQueue
+from tests.support.waiting import wait_until
 
 from .conftest import make_msg
 
@@ -104,10 +105,7 @@ async def test_periodic_flush_respects_least_pages(env, store_config: Callable[.
         assert pf.fsyncs == 0  # fewer than two pages dirty
         for _ in range(100):
             clog.put_message(make_msg(body=b"x" * 100))
-        for _ in range(100):
-            if clog.flushed_offset == clog.max_offset:
-                break
-            await asyncio.sleep(0.01)
+        await wait_until(lambda: clog.flushed_offset == clog.max_offset, 10, "the periodic flush")
         assert pf.fsyncs >= 1 and rec.flushed[-1][0] > 8192
     finally:
         task.cancel()
