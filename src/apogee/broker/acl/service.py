@@ -168,7 +168,7 @@ class AclDispatcher(RequestDispatcher):
         if isinstance(account, Account):
             assert ext is not None
             body = request.body
-            if body is not None and body_size(body) >= BACKGROUND_MIN_BYTES:
+            if body is not None and (len(body) if body.__class__ is bytes else body_size(body)) >= BACKGROUND_MIN_BYTES:
                 self._check_off_loop(conn, request, rules, account, ext, body)
                 return
             reason = rules.signed_refusal(account, request.code, ext, body)
