@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import queue
 import threading
 from collections.abc import Callable
@@ -49,6 +50,12 @@ class BodyHasher:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
 
+    def forget_thread(self) -> None:
+        """In a forked child: the parent's thread is not there; the next job starts one."""
+        self._jobs = queue.SimpleQueue()
+        self._thread = None
+        self._lock = threading.Lock()
+
     def submit(self, mac: Any, body: Body, loop: asyncio.AbstractEventLoop, done: HashDone) -> None:
         """Feed ``body`` into ``mac`` on the thread, then run ``done(error)`` on ``loop``
         (error None when it worked).  ``done`` calls run in submission order."""
@@ -61,7 +68,7 @@ class BodyHasher:
         self._jobs.put((mac, body, loop, done))
 
     def _run(self) -> None:
-        jobs = self._jobs
+        jobs = self._jobs  # this thread's queue (a forked child makes a new one)
         while True:
             mac, body, loop, done = jobs.get()
             error: BaseException | None = None
@@ -73,5 +80,7 @@ class BodyHasher:
                 loop.call_soon_threadsafe(done, error)
 
 
-# The process's one hasher (clients and the broker share it).
+# The process's one hasher (clients and the broker share it).  A child forked after the thread
+# started (multiprocessing, Spark's worker daemon) starts its own when it needs one.
 HASHER = BodyHasher()
+os.register_at_fork(after_in_child=HASHER.forget_thread)

@@ -71,3 +71,28 @@ def test_body_size_counts_every_shape_of_body() -> None:
     assert body_size(b"abc") == 3 and body_size(bytearray(4)) == 4
     assert body_size(memoryview(b"abcdef")[1:]) == 5
     assert body_size([b"ab", memoryview(b"cde")]) == 5
+
+
+def test_a_forked_child_hashes_with_a_thread_of_its_own() -> None:
+    """The parent's thread does not exist in a forked child: the child's first job starts one."""
+    import os
+
+    from apogee.remoting.body_hasher import HASHER
+
+    async def hash_once() -> str:
+        keyed = Keyed("12345678")
+        mac = keyed.begin(b"")
+        done = asyncio.get_running_loop().create_future()
+        HASHER.submit(mac, b"x" * 100_000, asyncio.get_running_loop(), done.set_result)
+        assert await asyncio.wait_for(done, 10) is None
+        return keyed.finish(mac)
+
+    expected = asyncio.run(hash_once())  # the thread runs in this process now
+    pid = os.fork()
+    if pid == 0:  # the child: exit 0 only if it got the same signature
+        try:
+            os._exit(0 if asyncio.run(hash_once()) == expected else 1)
+        except BaseException:
+            os._exit(2)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
