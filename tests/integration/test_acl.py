@@ -49,7 +49,7 @@ from apogee.common.message import MessageQueue
 from apogee.common.message_codec import decode_records, encode_batch
 from apogee.errors import NoRouteError, RemoteError
 from apogee.remoting.bodies.heartbeat import ConsumerData, HeartbeatData, SubscriptionData
-from apogee.remoting.body_hasher import BACKGROUND_MIN_BYTES, body_size
+from apogee.remoting.body_hasher import LARGE_BODY_BYTES, body_size
 from apogee.remoting.client import RemotingClient
 from apogee.remoting.codes import RequestCode, ResponseCode
 from apogee.remoting.command import RemotingCommand
@@ -326,12 +326,12 @@ async def test_a_refused_send_stores_nothing_and_the_connection_keeps_serving(ac
 
 def batch_request(topic: str, count: int = 100) -> RemotingCommand:
     """SEND_BATCH_MESSAGE of ``count`` x 1000 B to queue 0: from 100 on, a body both the
-    client and the broker hash off their loops (``body_hasher``)."""
+    client and the broker hash off their loops (``body_hasher``; with 2 cores or more)."""
     items = [(0, b"b" * 1000, {"WAIT": "true"}) for _ in range(count)]
     batch = send_request(topic, encode_batch(items), props={})
     batch.code = RequestCode.SEND_BATCH_MESSAGE
     batch.ext_fields = {**(batch.ext_fields or {}), "m": "true"}
-    assert count < 100 or body_size(batch.body) >= BACKGROUND_MIN_BYTES
+    assert count < 100 or body_size(batch.body) >= LARGE_BODY_BYTES
     return batch
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import threading
 
+import pytest
+
 from apogee.remoting.body_hasher import BodyHasher, body_size
 from apogee.remoting.signing import Keyed
 
@@ -96,3 +98,14 @@ def test_a_forked_child_hashes_with_a_thread_of_its_own() -> None:
             os._exit(2)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_the_cores_counted_are_those_the_process_may_run_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With one core (a container's CPU set) large bodies stay on the loop: the thread would
+    only take turns with it.  ``BACKGROUND_MIN_BYTES`` is set from this at import."""
+    from apogee.remoting import body_hasher
+
+    monkeypatch.setattr(body_hasher.os, "sched_getaffinity", lambda pid: {3})
+    assert body_hasher._cores() == 1
+    monkeypatch.setattr(body_hasher.os, "sched_getaffinity", lambda pid: {0, 1})
+    assert body_hasher._cores() == 2
