@@ -20,7 +20,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Mapping
-from typing import cast
+from typing import Any, cast
 
 from apogee.broker.acl import plain_file
 from apogee.broker.acl.plain_file import AclFiles, Stamp
@@ -135,46 +135,73 @@ class PlainAcl:
         return request.response(ResponseCode.SYSTEM_ERROR, REMARK_PREFIX + reason)
 
 
+class _Checked:
+    """A request that waits for its turn: judged (``reason``, or ``error`` when its hash
+    failed) once ``ready``."""
+
+    __slots__ = ("request", "ready", "reason", "error")
+
+    def __init__(self, request: RemotingCommand, ready: bool, reason: str | None) -> None:
+        self.request = request
+        self.ready = ready
+        self.reason = reason
+        self.error: BaseException | None = None
+
+
+class _Backlog:
+    """A connection's requests from the first one still being hashed on: processed in order."""
+
+    __slots__ = ("entries", "bytes", "holding")
+
+    def __init__(self) -> None:
+        self.entries: deque[_Checked] = deque()
+        self.bytes = 0  # of the large bodies waiting
+        self.holding = False  # the connection is not read (hold_reading)
+
+
 class AclDispatcher(RequestDispatcher):
     """A ``RequestDispatcher`` that lets a request reach its processor only if the ACL allows it.
 
-    The check runs on the loop, but for a request with a large body (an auto-batch): its
+    The check runs on the loop, but for a request with a large body (an auto-batch): that
     body is fed to the HMAC on the hasher thread (``remoting/body_hasher.py``) while the loop
-    serves other connections, and the request is judged -- signature, then permissions, by
-    the rules in force when it arrived -- once that is done.  A connection's requests reach
-    their processors in the order they came: while one of its requests is checked off the
-    loop, those that follow wait (``_waiting``), and past ``HELD_LIMIT`` of them the
-    connection is not read until they have gone."""
+    goes on, and the request is judged -- signature, then permissions, by the rules in force
+    when it arrived -- once that is done.  A connection's requests reach their processors in
+    the order they came: from a request being hashed on, those that follow are judged as they
+    arrive (large ones start hashing at once: the thread's queue stays full) and wait their
+    turn in the connection's backlog; past ``HELD_LIMIT`` requests or ``HELD_BYTES`` of
+    bodies waiting, the connection is not read until the backlog shrinks."""
 
     HELD_LIMIT = 64
+    HELD_BYTES = 32 << 20
 
     def __init__(self, acl: PlainAcl) -> None:
         super().__init__()
         self.acl = acl
-        # connection -> its requests that arrived while one of its requests is checked off the loop
-        self._waiting: dict[Connection, deque[RemotingCommand]] = {}
+        self._backlogs: dict[Connection, _Backlog] = {}
 
     def dispatch(self, conn: Connection, request: RemotingCommand) -> None:
-        waiting = self._waiting
-        if waiting and conn in waiting:
-            held = waiting[conn]
-            held.append(request)
-            if len(held) == self.HELD_LIMIT:
-                conn.hold_reading(True)
-            return
         rules = self.acl.rules
         ext = request.ext_fields
         account = rules.account_to_verify(conn.peer[0], ext)
         if isinstance(account, Account):
             assert ext is not None
             body = request.body
-            if body is not None and (len(body) if body.__class__ is bytes else body_size(body)) >= BACKGROUND_MIN_BYTES:
-                self._check_off_loop(conn, request, rules, account, ext, body)
-                return
-            reason = rules.signed_refusal(account, request.code, ext, body)
+            size = 0 if body is None else len(body) if body.__class__ is bytes else body_size(body)
+            if size >= BACKGROUND_MIN_BYTES:
+                started = signature_start(account, ext)
+                if not isinstance(started, str):
+                    self._hash_off_loop(conn, request, rules, account, ext, body, size, *started)
+                    return
+                reason: str | None = started
+            else:
+                reason = rules.signed_refusal(account, request.code, ext, body)
         else:
             reason = account
-        self._judged(conn, request, reason)
+        backlogs = self._backlogs
+        if backlogs and conn in backlogs:  # behind a request being hashed: wait its turn
+            self._queue(conn, backlogs[conn], _Checked(request, True, reason), 0)
+        else:
+            self._judged(conn, request, reason)
 
     def _judged(self, conn: Connection, request: RemotingCommand, reason: str | None) -> None:
         if reason is None:
@@ -182,39 +209,46 @@ class AclDispatcher(RequestDispatcher):
         else:
             self._reply(conn, request, self.acl.refusal(conn, request, reason))
 
-    def _check_off_loop(
+    def _hash_off_loop(
         self, conn: Connection, request: RemotingCommand, rules: AclRules, account: Account,
-        ext: Mapping[str, str], body: Body,
+        ext: Mapping[str, str], body: Body, size: int, mac: Any, method: str,
     ) -> None:
-        started = signature_start(account, ext)
-        if isinstance(started, str):
-            self._judged(conn, request, started)
-            return
-        mac, method = started
-        self._waiting[conn] = deque()
+        backlog = self._backlogs.get(conn)
+        if backlog is None:
+            backlog = self._backlogs[conn] = _Backlog()
+        checked = _Checked(request, False, None)
+        self._queue(conn, backlog, checked, size)
 
         def hashed(error: BaseException | None) -> None:
-            if error is not None:
-                self._reply(conn, request, self._failure(request, cast(Exception, error)))
-            else:
-                reason = signature_refusal(account, ext, body, mac, method) or rules.permission_refusal(
+            if error is None:
+                checked.reason = signature_refusal(account, ext, body, mac, method) or rules.permission_refusal(
                     account, request.code, ext, body
                 )
-                self._judged(conn, request, reason)
-            self._release(conn)
+            checked.error = error
+            checked.ready = True
+            backlog.bytes -= size
+            self._release(conn, backlog)
 
         HASHER.submit(mac, body, asyncio.get_running_loop(), hashed)
 
-    def _release(self, conn: Connection) -> None:
-        """Dispatch, in order, what waited behind a request checked off the loop."""
-        held = self._waiting.pop(conn)
-        paused = len(held) >= self.HELD_LIMIT
-        while held:
-            self.dispatch(conn, held.popleft())
-            if conn in self._waiting:  # that one is checked off the loop: the rest waits behind it
-                self._waiting[conn].extend(held)
-                if len(self._waiting[conn]) >= self.HELD_LIMIT:
-                    return  # reading stays held
-                break
-        if paused:
+    def _queue(self, conn: Connection, backlog: _Backlog, checked: _Checked, size: int) -> None:
+        backlog.entries.append(checked)
+        backlog.bytes += size
+        if not backlog.holding and (len(backlog.entries) >= self.HELD_LIMIT or backlog.bytes >= self.HELD_BYTES):
+            backlog.holding = True
+            conn.hold_reading(True)
+
+    def _release(self, conn: Connection, backlog: _Backlog) -> None:
+        """Process, in order, the judged requests at the head of the backlog."""
+        entries = backlog.entries
+        while entries and entries[0].ready:
+            checked = entries.popleft()
+            if checked.error is not None:
+                self._reply(conn, checked.request, self._failure(checked.request, cast(Exception, checked.error)))
+            else:
+                self._judged(conn, checked.request, checked.reason)
+        if not entries:
+            del self._backlogs[conn]
+        if backlog.holding and len(entries) < self.HELD_LIMIT and backlog.bytes < self.HELD_BYTES:
+            backlog.holding = False
             conn.hold_reading(False)
