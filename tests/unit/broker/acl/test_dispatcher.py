@@ -88,6 +88,22 @@ def test_requests_behind_a_large_one_wait_in_order_and_reading_stops_past_the_li
     asyncio.run(main())
 
 
+def test_reading_stops_while_too_many_bytes_of_large_bodies_wait(monkeypatch: pytest.MonkeyPatch) -> None:
+    async def main() -> None:
+        monkeypatch.setattr(AclDispatcher, "HELD_BYTES", 3 * LARGE_BODY_BYTES)
+        seen: list[int] = []
+        dispatcher, conn, transport = await connected(seen)
+        for i in range(2):
+            dispatcher.dispatch(conn, request(R.SEND_BATCH_MESSAGE, i, BIG))
+        assert transport.reading
+        dispatcher.dispatch(conn, request(R.SEND_BATCH_MESSAGE, 2, BIG))
+        assert not transport.reading and seen == []
+        await answered(transport, 3)
+        assert seen == [0, 1, 2] and transport.reading
+
+    asyncio.run(main())
+
+
 def test_a_large_request_tampered_in_its_body_is_refused_and_those_behind_it_still_served() -> None:
     async def main() -> None:
         seen: list[int] = []
