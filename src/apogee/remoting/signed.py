@@ -29,12 +29,12 @@ from apogee.remoting.signing import SIGNATURE, Signer
 
 
 class _Unsent:
-    """A request made while an earlier one waits for its signature: its frame once ready."""
+    """A request made while an earlier one waits for its signature: its frame once ready
+    (empty: nothing to write, its hash failed)."""
 
-    __slots__ = ("opaque", "frame")
+    __slots__ = ("frame",)
 
-    def __init__(self, opaque: int | None, frame: list[Buffer] | None) -> None:
-        self.opaque = opaque
+    def __init__(self, frame: list[Buffer] | None) -> None:
         self.frame = frame
 
 
@@ -62,9 +62,9 @@ class SigningConnection(Connection):
         self._track(opaque, cmd.code, timeout_ms, future, callback)
         if not large:
             cmd.ext_fields = self.signer.sign_ext(cmd.ext_fields, body)
-            self._unsent.append(_Unsent(opaque, encode(cmd)))
+            self._unsent.append(_Unsent(encode(cmd)))
             return
-        entry = _Unsent(opaque, None)
+        entry = _Unsent(None)
         self._unsent.append(entry)
         signer = self.signer
         unsigned = signer.unsigned_ext(cmd.ext_fields)
@@ -109,7 +109,7 @@ class SigningConnection(Connection):
         future: asyncio.Future[RemotingCommand] = self._loop.create_future()
         opaque = self._take_opaque()
         self._track(opaque, code, timeout_ms, future, None)
-        self._unsent.append(_Unsent(opaque, [fields_frame(code, opaque, 0, keys, values, body)]))
+        self._unsent.append(_Unsent([fields_frame(code, opaque, 0, keys, values, body)]))
         return future
 
     def invoke_oneway(self, cmd: RemotingCommand) -> None:
@@ -119,7 +119,7 @@ class SigningConnection(Connection):
             return
         cmd.flag |= 0x2
         cmd.opaque = self._take_opaque()
-        self._unsent.append(_Unsent(None, encode(cmd)))
+        self._unsent.append(_Unsent(encode(cmd)))
 
 
 def connection_factory(signer: Signer | None) -> Callable[..., Connection]:
