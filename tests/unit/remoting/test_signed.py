@@ -14,7 +14,7 @@ from apogee.remoting.codec import FrameDecoder
 from apogee.remoting.command import RemotingCommand
 from apogee.remoting.config import RemotingConfig
 from apogee.remoting.signing import SIGNATURE, SessionCredentials, Signer
-from tests.support.transport import RecordingTransport
+from tests.support.transport import RecordingTransport, frames_written
 
 SIGNER = Signer(SessionCredentials("RocketMQ", "12345678"))
 BIG = b"b" * LARGE_BODY_BYTES
@@ -32,15 +32,6 @@ def connected() -> tuple[signed.SigningConnection, RecordingTransport]:
     return conn, transport
 
 
-async def written(transport: RecordingTransport, count: int) -> list[RemotingCommand]:
-    for _ in range(1000):
-        frames = FrameDecoder().feed(b"".join(transport.writes))
-        if len(frames) >= count:
-            return frames
-        await asyncio.sleep(0.005)
-    raise AssertionError(f"{count} frames expected")
-
-
 def test_requests_after_a_large_one_are_written_after_it_each_signed() -> None:
     async def main() -> None:
         conn, transport = connected()
@@ -48,7 +39,7 @@ def test_requests_after_a_large_one_are_written_after_it_each_signed() -> None:
         conn.invoke_fields(310, ("b",), ("T",), b"small", 5000)
         conn.invoke_oneway(RemotingCommand.request(34, {}, b"beat"))
         assert transport.writes == []  # all wait for the first one's signature
-        frames = await written(transport, 3)
+        frames = await frames_written(transport.writes, 3)
         assert [f.code for f in frames] == [320, 310, 34]
         for frame, unsigned in zip(frames, ({"b": "T"}, {"b": "T"}, {}), strict=True):
             assert frame.ext_fields == SIGNER.sign_ext(unsigned, frame.body), frame.code
@@ -72,7 +63,7 @@ def test_a_failed_hash_fails_its_request_and_those_behind_it_still_go() -> None:
         conn.invoke_fields(310, ("b",), ("T",), b"small", 5000)
         with pytest.raises(TypeError):
             await asyncio.wait_for(failed, 10)
-        frames = await written(transport, 1)
+        frames = await frames_written(transport.writes, 1)
         assert [f.code for f in frames] == [310] and SIGNATURE in (frames[0].ext_fields or {})
 
     asyncio.run(main())

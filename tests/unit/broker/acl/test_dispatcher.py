@@ -14,13 +14,13 @@ from apogee.broker.acl import service
 from apogee.broker.acl.rules import AclRules
 from apogee.broker.acl.service import AclDispatcher
 from apogee.remoting.body_hasher import LARGE_BODY_BYTES
-from apogee.remoting.codec import FrameDecoder
 from apogee.remoting.codes import RequestCode as R
 from apogee.remoting.command import RemotingCommand
 from apogee.remoting.config import RemotingConfig
 from apogee.remoting.connection import Connection
 from apogee.remoting.limits import ServerLimits
 from apogee.remoting.signing import SessionCredentials, Signer
+from tests.support.transport import frames_written
 from tests.unit.remoting.test_limits import PausableTransport
 
 SIGNER = Signer(SessionCredentials("RocketMQ", "12345678"))
@@ -63,15 +63,6 @@ async def connected(seen: list[int]) -> tuple[AclDispatcher, Connection, Pausabl
     return dispatcher, conn, transport
 
 
-async def answered(transport: PausableTransport, count: int) -> list[RemotingCommand]:
-    for _ in range(1000):
-        answers = FrameDecoder().feed(b"".join(transport.writes))
-        if len(answers) >= count:
-            return answers
-        await asyncio.sleep(0.005)
-    raise AssertionError(f"{count} answers expected, got {len(answers)}")
-
-
 def test_requests_behind_a_large_one_wait_in_order_and_reading_stops_past_the_limit() -> None:
     async def main() -> None:
         seen: list[int] = []
@@ -81,7 +72,7 @@ def test_requests_behind_a_large_one_wait_in_order_and_reading_stops_past_the_li
         for i in range(1, behind + 1):
             dispatcher.dispatch(conn, request(R.SEND_MESSAGE_V2, i, b"small"))
         assert seen == [] and not transport.reading  # the large one is being hashed
-        answers = await answered(transport, behind + 1)
+        answers = await frames_written(transport.writes, behind + 1)
         assert seen == list(range(behind + 1)) and [a.code for a in answers] == [0] * (behind + 1)
         assert transport.reading
 
@@ -98,7 +89,7 @@ def test_reading_stops_while_too_many_bytes_of_large_bodies_wait(monkeypatch: py
         assert transport.reading
         dispatcher.dispatch(conn, request(R.SEND_BATCH_MESSAGE, 2, BIG))
         assert not transport.reading and seen == []
-        await answered(transport, 3)
+        await frames_written(transport.writes, 3)
         assert seen == [0, 1, 2] and transport.reading
 
     asyncio.run(main())
@@ -112,7 +103,7 @@ def test_a_large_request_tampered_in_its_body_is_refused_and_those_behind_it_sti
         dispatcher.dispatch(conn, request(R.SEND_MESSAGE_V2, 1, b"small", tamper=True))  # refused inline
         dispatcher.dispatch(conn, request(R.SEND_BATCH_MESSAGE, 2, BIG))
         dispatcher.dispatch(conn, request(R.SEND_MESSAGE_V2, 3, b"small"))
-        answers = await answered(transport, 4)
+        answers = await frames_written(transport.writes, 4)
         assert [(a.opaque, a.code, a.remark) for a in answers] == [
             (0, 1, "Check signature failed for accessKey=RocketMQ"),
             (1, 1, "Check signature failed for accessKey=RocketMQ"),
