@@ -12,7 +12,10 @@ on loopback, unless --namesrv is given, then runs, with 1 KiB bodies unless stat
   W5  as W2 with 100-byte bodies                            msgs/s
 
 Each workload runs --runs times (3); the median is printed with the CPU used by the broker
-and by this client process during the run (2 cores are shared, so both matter).
+and by this client process during the run (2 cores are shared, so both matter).  W1 and W2
+also show CPU µs per message (the run's CPU over its messages, producer start included) of
+the broker and the client, whole and of the event-loop thread alone (the rest: the broker's
+store threads, the ACL hasher thread): on a loaded machine these move far less than rates.
 
 With --cpp the Apache RocketMQ C++ client (rocketmq==0.4.4 in .venv-interop, via
 tests/interop/clients/cpp_client.py) runs W1, W2, W3 and W5 on the same broker for comparison
@@ -73,8 +76,10 @@ PULL_BATCH = 256
 BROKER_CONF = f"flushDiskType=ASYNC_FLUSH\nbrokerName=bench\nmaxTransferCountOnMessageInMemory={PULL_BATCH}\n"
 
 
-def cpu_of(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
+def cpu_of(pid: int, tid: int | None = None) -> float:
+    """CPU seconds of process ``pid``, or of its thread ``tid`` (a process's first thread has
+    its pid: the event loop's, in the broker and in this client)."""
+    with open(f"/proc/{pid}/task/{tid}/stat" if tid else f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / CLK
 
@@ -86,21 +91,38 @@ def _own_and_children_cpu() -> float:
 
 
 class Meter:
-    """Wall time and the CPU of the broker and of this process over one run."""
+    """Wall time and the CPU of the broker and of this process over one run, and of their
+    event-loop threads (the rest: the broker's store threads, the ACL hasher thread)."""
 
     def __init__(self, broker_pid: int | None) -> None:
         self.broker_pid = broker_pid
+        self.pid = os.getpid()
+
+    def _loops(self) -> tuple[float, float]:
+        broker = cpu_of(self.broker_pid, self.broker_pid) if self.broker_pid else 0.0
+        return broker, cpu_of(self.pid, self.pid)
 
     def __enter__(self) -> Meter:
         self.w0 = time.perf_counter()
         self.c0 = _own_and_children_cpu()
         self.b0 = cpu_of(self.broker_pid) if self.broker_pid else 0.0
+        self.loops0 = self._loops()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.wall = time.perf_counter() - self.w0
         self.client_cpu = (_own_and_children_cpu() - self.c0) / self.wall * 100
         self.broker_cpu = (cpu_of(self.broker_pid) - self.b0) / self.wall * 100 if self.broker_pid else float("nan")
+        loops = self._loops()
+        self.broker_loop_cpu = (loops[0] - self.loops0[0]) / self.wall * 100 if self.broker_pid else float("nan")
+        self.client_loop_cpu = (loops[1] - self.loops0[1]) / self.wall * 100
+
+    def per_message_us(self, rate: float) -> dict[str, float]:
+        """CPU µs per message at ``rate`` msgs/s: steadier than rates on a shared machine."""
+        return {
+            "broker_us": self.broker_cpu / 100 / rate * 1e6, "broker_loop_us": self.broker_loop_cpu / 100 / rate * 1e6,
+            "client_us": self.client_cpu / 100 / rate * 1e6, "client_loop_us": self.client_loop_cpu / 100 / rate * 1e6,
+        }
 
 
 def pct(values: list[float], q: float) -> float:
@@ -343,9 +365,11 @@ async def bench(ns: str, broker_pid: int | None, args: argparse.Namespace, other
     plain = Target("", ns, broker_pid)
 
     async def measure(
-        name: str, label: str, fn: Callable[..., Awaitable[Any]], targets: tuple[Target, ...] | None = None
+        name: str, label: str, fn: Callable[..., Awaitable[Any]], targets: tuple[Target, ...] | None = None,
+        per_message: bool = False,
     ) -> None:
-        """``fn(r)``, or with ``targets`` ``fn(r, target)`` for each in turn, run after run."""
+        """``fn(r)``, or with ``targets`` ``fn(r, target)`` for each in turn, run after run;
+        ``per_message``: a rate in msgs/s, whose CPU per message is shown too."""
         runs: dict[str, tuple[list[float], list[float], list[float], dict[str, list[float]]]] = {}
         for r in range(args.runs):
             for target in targets or (plain,):
@@ -357,6 +381,8 @@ async def bench(ns: str, broker_pid: int | None, args: argparse.Namespace, other
                     value, more = out.get("p99_ms", 0.0), out
                 else:
                     value, more = out, {}
+                if per_message and not isinstance(out, dict) and value > 0 and target.broker_pid:
+                    more = {**more, **m.per_message_us(value)}
                 rates, bcpu, ccpu, extra = runs.setdefault(target.suffix, ([], [], [], {}))
                 rates.append(value)
                 bcpu.append(m.broker_cpu)
@@ -375,6 +401,7 @@ async def bench(ns: str, broker_pid: int | None, args: argparse.Namespace, other
         await measure(
             "W1", "sync send 1 KiB, one at a time (msgs/s)",
             lambda r, t: w1(t.ns, f"BenchW1_{tag}_{r}", args.sync_messages, args.trace, t.options), (plain, *others),
+            per_message=True,
         )
     if "W2" in only or "W3" in only:
         await measure(
@@ -384,6 +411,7 @@ async def bench(ns: str, broker_pid: int | None, args: argparse.Namespace, other
                 t.ns, f"BenchW2_{tag}_{r}", args.messages, 1024, "bench_w2", args.trace, t.options
             ),
             (plain, *others),
+            per_message=True,
         )
     if "W3" in only:
         for r in range(args.runs):  # the backlog must be fully dispatched before W3 is timed
@@ -425,11 +453,11 @@ async def bench(ns: str, broker_pid: int | None, args: argparse.Namespace, other
                                               "--mode", "async", "--body-size", 100))
 
     print()
-    print(f"{'':4}{'workload':<52}{'median':>12}{'broker CPU':>12}{'client CPU':>12}  details (medians)")
+    print(f"{'':7}{'workload':<52}{'median':>12}{'broker CPU':>12}{'client CPU':>12}  details (medians)")
     for name, label, values, bcpu, ccpu, extra in rows:
         details = ", ".join(f"{k} {statistics.median(v):,.3f}" for k, v in extra.items())
         print(
-            f"{name:<4}{label:<52}{statistics.median(values):>12,.2f}{statistics.median(bcpu):>11.0f}%"
+            f"{name:<7}{label:<52}{statistics.median(values):>12,.2f}{statistics.median(bcpu):>11.0f}%"
             f"{statistics.median(ccpu):>11.0f}%  {details}"
         )
 

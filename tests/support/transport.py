@@ -3,6 +3,11 @@ own bookkeeping (write coalescing, opaque matching, answers): no socket, no netw
 
 from __future__ import annotations
 
+import asyncio
+import time
+
+from apogee.remoting.codec import FrameDecoder
+from apogee.remoting.command import RemotingCommand
 from apogee.remoting.config import RemotingConfig
 from apogee.remoting.connection import Connection
 from apogee.remoting.server import RequestDispatcher
@@ -35,3 +40,16 @@ def recorded_connection(dispatcher: RequestDispatcher | None = None) -> tuple[Co
     transport = RecordingTransport()
     conn.connection_made(transport)  # type: ignore[arg-type]
     return conn, transport
+
+
+async def frames_written(writes: list[bytes], count: int, timeout_s: float = 10.0) -> list[RemotingCommand]:
+    """The frames in ``writes`` (a recording transport's) once there are ``count`` of them:
+    what another thread hands back to the loop arrives in later loop turns."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        frames = FrameDecoder().feed(b"".join(writes))
+        if len(frames) >= count:
+            return frames
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{count} frames expected within {timeout_s} s, {len(frames)} written")
+        await asyncio.sleep(0.005)

@@ -130,6 +130,7 @@ class Connection(asyncio.Protocol):
         # A server's connection while paused: frames wait in the outbox, requests in _held.
         self._holding = False
         self._reading_paused = False
+        self._read_held = False  # hold_reading: the owner's own pause
         self._held: _HeldRequests | None = None
         self._drain_waiters: list[asyncio.Future[None]] = []
         # Frames written in one loop turn go out in at most two writes: the first at once,
@@ -212,6 +213,23 @@ class Connection(asyncio.Protocol):
 
     # --- limits (a server's connection) -------------------------------------------------------
 
+    def hold_reading(self, hold: bool) -> None:
+        """Stop reading (``hold``) or read again for the owner's own reason (the broker's ACL
+        while it checks a request off the loop): the read pause while the peer does not read
+        its answers is separate, and reading restarts only when neither holds it."""
+        if hold == self._read_held or self._transport is None or self._transport.is_closing():
+            self._read_held = hold
+            return
+        self._read_held = hold
+        if self._reading_paused:  # the write hold paused it: resume_writing decides
+            return
+        if hold:
+            self._transport.pause_reading()
+        else:
+            self._transport.resume_reading()
+            if self._limits is not None:
+                self._limits.frames.restart(self)
+
     @property
     def reading_paused(self) -> bool:
         """True while this side stopped reading because the peer does not read its answers."""
@@ -268,7 +286,8 @@ class Connection(asyncio.Protocol):
             self._dispatcher = self._held
         if not self._reading_paused:
             self._reading_paused = True
-            self._transport.pause_reading()
+            if not self._read_held:
+                self._transport.pause_reading()
             limits.counters.write_pauses += 1
 
     def resume_writing(self) -> None:
@@ -295,6 +314,8 @@ class Connection(asyncio.Protocol):
         self._dispatcher, self._held = held.dispatcher, None
         if self._reading_paused and self._transport is not None and not self._transport.is_closing():
             self._reading_paused = False
+            if self._read_held:
+                return  # hold_reading(False) reads again
             self._transport.resume_reading()
             if self._limits is not None:
                 self._limits.frames.restart(self)  # its frame could not progress while paused

@@ -132,18 +132,34 @@ class Keyed:
     def sign(self, head: bytes, body: Body, algorithm: str = HMAC_SHA1) -> str:
         """Base64 of the HMAC of ``head`` followed by the body's bytes (a buffer, a sequence of
         buffers or None).  ``KeyError`` for an algorithm that is not HmacSHA1/HmacSHA256."""
-        inner, outer = self._pads[algorithm]
-        mac = inner.copy()
+        mac = self.begin(head, algorithm)
+        feed(mac, body)
+        return self.finish(mac, algorithm)
+
+    def begin(self, head: bytes, algorithm: str = HMAC_SHA1) -> Any:
+        """The inner hash fed with ``head``: ``sign`` in three steps (``begin``, ``feed`` the
+        body, ``finish``), so that the body's part -- nearly all the work for a batch -- can
+        run elsewhere (hashlib lets other threads run while it hashes a large buffer)."""
+        mac = self._pads[algorithm][0].copy()
         mac.update(head)
-        if body is not None:
-            if isinstance(body, (bytes, bytearray, memoryview)):
-                mac.update(body)
-            else:
-                for part in body:
-                    mac.update(part)
-        result = outer.copy()
+        return mac
+
+    def finish(self, mac: Any, algorithm: str = HMAC_SHA1) -> str:
+        """The signature once ``mac`` (from ``begin``) has been fed the whole body."""
+        result = self._pads[algorithm][1].copy()
         result.update(mac.digest())
         return b2a_base64(result.digest(), newline=False).decode("ascii")
+
+
+def feed(mac: Any, body: Body) -> None:
+    """Hash the body's bytes into ``mac`` (a buffer, a sequence of buffers, or None), each
+    buffer as it is: never joined or copied."""
+    if body is not None:
+        if isinstance(body, (bytes, bytearray, memoryview)):
+            mac.update(body)
+        else:
+            for part in body:
+                mac.update(part)
 
 
 def signature(secret: str, head: bytes, body: Body = None, algorithm: str = HMAC_SHA1) -> str:
@@ -190,11 +206,25 @@ class Signer:
     def sign_ext(self, ext: Mapping[str, Any] | None, body: Body) -> dict[str, str]:
         """A copy of ``ext`` (values as on the wire) with AccessKey, SecurityToken and
         Signature set; a Signature already there (a retried request) is replaced."""
-        signed = {k: parse_text(v) for k, v in ext.items() if v is not None} if ext else {}
-        for key, value in zip(self._extra_keys, self._extra_values, strict=True):
-            signed[key] = value
+        signed = self.unsigned_ext(ext)
         signed[SIGNATURE] = self._keyed.sign(content_head(signed, SERVER_UNSIGNED), body, self.algorithm)
         return signed
+
+    def unsigned_ext(self, ext: Mapping[str, Any] | None) -> dict[str, str]:
+        """``sign_ext`` without the Signature yet: the fields the signature covers, for
+        ``begin``; ``finish`` gives the Signature once the body is hashed."""
+        signed = {k: parse_text(v) for k, v in ext.items() if v is not None and k != SIGNATURE} if ext else {}
+        for key, value in zip(self._extra_keys, self._extra_values, strict=True):
+            signed[key] = value
+        return signed
+
+    def begin(self, unsigned: Mapping[str, str]) -> Any:
+        """The HMAC of ``unsigned_ext``'s fields, before the body (see ``Keyed.begin``)."""
+        return self._keyed.begin(content_head(unsigned, SERVER_UNSIGNED), self.algorithm)
+
+    def finish(self, mac: Any) -> str:
+        """The Signature of a request whose body ``mac`` (from ``begin``) has been fed."""
+        return self._keyed.finish(mac, self.algorithm)
 
     def sign_fields(
         self, keys: tuple[str, ...], values: tuple[str | int | None, ...], body: bytes | None

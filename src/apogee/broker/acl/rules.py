@@ -42,6 +42,7 @@ from apogee.remoting.signing import (
     UNIQUE_KEY_QUERY,
     Keyed,
     content_head,
+    feed,
     matches,
 )
 
@@ -225,6 +226,20 @@ class AclRules:
 
     def refusal(self, ip: str, code: int, ext: Mapping[str, str] | None, body: Body) -> str | None:
         """None when the request may pass, else why not (RocketMQ's text; see the module)."""
+        account = self.account_to_verify(ip, ext)
+        if not isinstance(account, Account):
+            return account
+        assert ext is not None
+        return self.signed_refusal(account, code, ext, body)
+
+    # The check in steps, for a caller that hashes a large body elsewhere (the broker's
+    # dispatcher): ``account_to_verify``, then ``signature_start``, the body fed into the HMAC
+    # (``signing.feed``), ``signature_refusal`` and ``permission_refusal``.  ``refusal`` is the
+    # same steps in one call.
+
+    def account_to_verify(self, ip: str, ext: Mapping[str, str] | None) -> Account | str | None:
+        """Steps 1-3: None (the request passes: a whitelisted address), the refusal, or the
+        account whose signature and permissions are to be checked."""
         if self.global_white and self._whitelisted("", ip, None):
             return None
         access_key = ext.get(ACCESS_KEY) if ext else None
@@ -235,10 +250,19 @@ class AclRules:
             return f"No acl config for {access_key}"
         if account.white.text and self._whitelisted(access_key, ip, account.white):
             return None
-        assert ext is not None
-        bad = _bad_signature(account, ext, body)
-        if bad is not None:
-            return bad
+        return account
+
+    def signed_refusal(self, account: Account, code: int, ext: Mapping[str, str], body: Body) -> str | None:
+        """Steps 4-7 for ``account`` (from ``account_to_verify``), the body hashed here."""
+        started = signature_start(account, ext)
+        if isinstance(started, str):
+            return started
+        feed(started[0], body)
+        return signature_refusal(account, ext, body, *started) or self.permission_refusal(account, code, ext, body)
+
+    @staticmethod
+    def permission_refusal(account: Account, code: int, ext: Mapping[str, str], body: Body) -> str | None:
+        """Steps 5-7, once the signature is known to be good."""
         try:
             needed = perm.needed(code, ext, body)
         except HeaderError as exc:
@@ -246,19 +270,27 @@ class AclRules:
         if needed.get(perm.TRACE_TOPIC) == perm.PUB:
             return None
         if code in perm.ADMIN_CODES and not account.admin:
-            return f"Need admin permission for request code={code}, but accessKey={access_key} is not"
+            return f"Need admin permission for request code={code}, but accessKey={account.access_key} is not"
         return account.lacking(needed)
 
 
-def _bad_signature(account: Account, ext: Mapping[str, str], body: Body) -> str | None:
+def signature_start(account: Account, ext: Mapping[str, str]) -> tuple[Any, str] | str:
+    """The HMAC of the request's content before its body, and the algorithm; or the refusal
+    of a ``SignatureMethod`` that is not HmacSHA1/HmacSHA256."""
     method = ext.get(SIGNATURE_METHOD, HMAC_SHA1)
     if method not in ALGORITHMS:
         return (
             f"Check signature failed for accessKey={account.access_key}: SignatureMethod {method} is not "
             f"one of {', '.join(ALGORITHMS)}"
         )
+    return account.keyed.begin(content_head(ext, SERVER_UNSIGNED), method), method
+
+
+def signature_refusal(account: Account, ext: Mapping[str, str], body: Body, mac: Any, method: str) -> str | None:
+    """Step 4 once ``mac`` (from ``signature_start``) has been fed the body: None when the
+    request's Signature is the HMAC of its content."""
     given = ext.get(SIGNATURE)
-    if matches(account.keyed.sign(content_head(ext, SERVER_UNSIGNED), body, method), given):
+    if matches(account.keyed.finish(mac, method), given):
         return None
     # RocketMQ's Java client (4.9.4 on) signs _UNIQUE_KEY_QUERY too, which its broker leaves
     # out: accept that content as well, so its queries by unique key work here.

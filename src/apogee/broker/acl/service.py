@@ -18,13 +18,24 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import deque
+from collections.abc import Mapping
+from typing import Any, cast
 
 from apogee.broker.acl import plain_file
 from apogee.broker.acl.plain_file import AclFiles, Stamp
-from apogee.broker.acl.rules import REMARK_PREFIX, AclConfigError, AclRules
+from apogee.broker.acl.rules import (
+    REMARK_PREFIX,
+    Account,
+    AclConfigError,
+    AclRules,
+    signature_refusal,
+    signature_start,
+)
 from apogee.errors import ConfigError
+from apogee.remoting.body_hasher import BACKGROUND_MIN_BYTES, HASHER, body_size
 from apogee.remoting.codes import ResponseCode
-from apogee.remoting.command import RemotingCommand
+from apogee.remoting.command import Body, RemotingCommand
 from apogee.remoting.connection import Connection
 from apogee.remoting.server import RequestDispatcher
 
@@ -124,20 +135,120 @@ class PlainAcl:
         return request.response(ResponseCode.SYSTEM_ERROR, REMARK_PREFIX + reason)
 
 
+class _Checked:
+    """A request that waits for its turn: judged (``reason``, or ``error`` when its hash
+    failed) once ``ready``."""
+
+    __slots__ = ("request", "ready", "reason", "error")
+
+    def __init__(self, request: RemotingCommand, ready: bool, reason: str | None) -> None:
+        self.request = request
+        self.ready = ready
+        self.reason = reason
+        self.error: BaseException | None = None
+
+
+class _Backlog:
+    """A connection's requests from the first one still being hashed on: processed in order."""
+
+    __slots__ = ("entries", "bytes", "holding")
+
+    def __init__(self) -> None:
+        self.entries: deque[_Checked] = deque()
+        self.bytes = 0  # of the large bodies waiting
+        self.holding = False  # the connection is not read (hold_reading)
+
+
 class AclDispatcher(RequestDispatcher):
     """A ``RequestDispatcher`` that lets a request reach its processor only if the ACL allows it.
 
-    The check runs on the loop, body hash included: hashing a batch there costs less CPU than
-    handing it to a thread (measured: W2 with checks on a thread used more CPU in all and was
-    no faster on 2 cores), and keeps the connection's requests in order for free."""
+    The check runs on the loop, but for a request with a large body (an auto-batch): that
+    body is fed to the HMAC on the hasher thread (``remoting/body_hasher.py``) while the loop
+    goes on, and the request is judged -- signature, then permissions, by the rules in force
+    when it arrived -- once that is done.  A connection's requests reach their processors in
+    the order they came: from a request being hashed on, those that follow are judged as they
+    arrive (large ones start hashing at once: the thread's queue stays full) and wait their
+    turn in the connection's backlog; past ``HELD_LIMIT`` requests or ``HELD_BYTES`` of
+    bodies waiting, the connection is not read until the backlog shrinks."""
+
+    HELD_LIMIT = 64
+    HELD_BYTES = 32 << 20
 
     def __init__(self, acl: PlainAcl) -> None:
         super().__init__()
         self.acl = acl
+        self._backlogs: dict[Connection, _Backlog] = {}
 
     def dispatch(self, conn: Connection, request: RemotingCommand) -> None:
-        reason = self.acl.rules.refusal(conn.peer[0], request.code, request.ext_fields, request.body)
+        rules = self.acl.rules
+        ext = request.ext_fields
+        account = rules.account_to_verify(conn.peer[0], ext)
+        if isinstance(account, Account):
+            assert ext is not None
+            body = request.body
+            size = 0 if body is None else len(body) if body.__class__ is bytes else body_size(body)
+            if size >= BACKGROUND_MIN_BYTES:
+                started = signature_start(account, ext)
+                if not isinstance(started, str):
+                    self._hash_off_loop(conn, request, rules, account, ext, body, size, *started)
+                    return
+                reason: str | None = started
+            else:
+                reason = rules.signed_refusal(account, request.code, ext, body)
+        else:
+            reason = account
+        backlogs = self._backlogs
+        if backlogs and conn in backlogs:  # behind a request being hashed: wait its turn
+            self._queue(conn, backlogs[conn], _Checked(request, True, reason), 0)
+        else:
+            self._judged(conn, request, reason)
+
+    def _judged(self, conn: Connection, request: RemotingCommand, reason: str | None) -> None:
         if reason is None:
             RequestDispatcher.dispatch(self, conn, request)
         else:
             self._reply(conn, request, self.acl.refusal(conn, request, reason))
+
+    def _hash_off_loop(
+        self, conn: Connection, request: RemotingCommand, rules: AclRules, account: Account,
+        ext: Mapping[str, str], body: Body, size: int, mac: Any, method: str,
+    ) -> None:
+        backlog = self._backlogs.get(conn)
+        if backlog is None:
+            backlog = self._backlogs[conn] = _Backlog()
+        checked = _Checked(request, False, None)
+        self._queue(conn, backlog, checked, size)
+
+        def hashed(error: BaseException | None) -> None:
+            if error is None:
+                checked.reason = signature_refusal(account, ext, body, mac, method) or rules.permission_refusal(
+                    account, request.code, ext, body
+                )
+            checked.error = error
+            checked.ready = True
+            backlog.bytes -= size
+            self._release(conn, backlog)
+
+        HASHER.submit(mac, body, asyncio.get_running_loop(), hashed)
+
+    def _queue(self, conn: Connection, backlog: _Backlog, checked: _Checked, size: int) -> None:
+        backlog.entries.append(checked)
+        backlog.bytes += size
+        if not backlog.holding and (len(backlog.entries) >= self.HELD_LIMIT or backlog.bytes >= self.HELD_BYTES):
+            backlog.holding = True
+            conn.hold_reading(True)
+
+    def _release(self, conn: Connection, backlog: _Backlog) -> None:
+        """Process, in order, the judged requests at the head of the backlog."""
+        entries = backlog.entries
+        while entries and entries[0].ready:
+            checked = entries.popleft()
+            if checked.error is not None:
+                self._reply(conn, checked.request, self._failure(checked.request, cast(Exception, checked.error)))
+            else:
+                self._judged(conn, checked.request, checked.reason)
+        if not entries:
+            del self._backlogs[conn]
+        if backlog.holding and len(entries) < self.HELD_LIMIT and backlog.bytes < self.HELD_BYTES:
+            backlog.holding = False
+            conn.hold_reading(False)

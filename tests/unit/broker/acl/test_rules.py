@@ -6,10 +6,10 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from apogee.broker.acl.rules import AclConfigError, AclRules
+from apogee.broker.acl.rules import Account, AclConfigError, AclRules, signature_refusal, signature_start
 from apogee.remoting.bodies.heartbeat import ConsumerData, HeartbeatData, SubscriptionData
 from apogee.remoting.codes import RequestCode as R
-from apogee.remoting.signing import SessionCredentials, Signer, content_head, signature
+from apogee.remoting.signing import SessionCredentials, Signer, content_head, feed, signature
 
 DOC = {
     "globalWhiteRemoteAddresses": ["10.10.103.*"],
@@ -188,3 +188,41 @@ def test_the_distribution_example_file_loads() -> None:
     r = rules()
     assert set(r.accounts) == {"RocketMQ", "rocketmq2", "admin3x"}
     assert orjson.dumps(sorted(r.versions)) == b'["/conf/plain_acl.yml"]'
+
+
+def judged_in_steps(r: AclRules, ip: str, code: int, ext: dict[str, str] | None, body: bytes | None) -> str | None:
+    """The check as the broker runs it for a large body: the hash fed between the steps."""
+    account = r.account_to_verify(ip, ext)
+    if not isinstance(account, Account):
+        return account
+    assert ext is not None
+    started = signature_start(account, ext)
+    if isinstance(started, str):
+        return started
+    feed(started[0], body)
+    return signature_refusal(account, ext, body, *started) or r.permission_refusal(account, code, ext, body)
+
+
+@pytest.mark.parametrize("ip", [PEER, "10.10.103.7", "192.168.1.20"])
+def test_the_check_in_steps_judges_as_the_check_in_one_call(ip: str) -> None:
+    r = rules()
+    body = b"b" * 5000
+    good = signed("RocketMQ", {"b": "topicB", "a": "PG"}, body)
+    cases = [
+        (R.SEND_BATCH_MESSAGE, good, body),
+        (R.SEND_BATCH_MESSAGE, good, body[:-1] + b"c"),  # the body changed after signing
+        (R.SEND_BATCH_MESSAGE, {**good, "b": "topicA"}, body),
+        (R.SEND_BATCH_MESSAGE, signed("RocketMQ", {"b": "topicA", "a": "PG"}, body), body),  # DENY on topicA
+        (R.DELETE_TOPIC_IN_BROKER, signed("RocketMQ", {"topic": "topicB"}, body), body),
+        (R.SEND_BATCH_MESSAGE, {**good, "SignatureMethod": "HmacMD5"}, body),
+        (R.SEND_BATCH_MESSAGE, signed("nobody1", {"b": "topicB"}, body), body),
+        (R.SEND_BATCH_MESSAGE, None, body),
+        (R.SEND_BATCH_MESSAGE, {**signed("rocketmq2", {"b": "topicB"}, body), "Signature": "x"}, body),
+    ]
+    answers = [r.refusal(ip, code, ext, b) for code, ext, b in cases]
+    assert answers == [judged_in_steps(r, ip, code, ext, b) for code, ext, b in cases]
+    if ip == PEER:  # each step is reached: a pass, a bad body, perms, admin, method, key, unsigned
+        assert answers[0] is None and answers[1] == answers[2] == "Check signature failed for accessKey=RocketMQ"
+        assert answers[3] == lacks("topic:topicA", "PUB", "DENY") and answers[4] == not_admin(215)
+        assert "SignatureMethod HmacMD5" in (answers[5] or "") and answers[6] == "No acl config for nobody1"
+        assert answers[7] == "No accessKey is configured"
