@@ -70,7 +70,7 @@ COMMIT = 8
 ROLLBACK = 12
 UNKNOWN = 0
 HEARTBEAT_INTERVAL_S = 15.0
-END_CHUNK = 256  # END_TRANSACTION requests in flight on one connection
+END_WINDOW = 256  # END_TRANSACTION requests in flight on one connection
 
 
 @dataclass
@@ -203,7 +203,7 @@ def write_halves(opts: SinkOptions, columns: SinkColumns, batches: Iterator[pa.R
 
 
 async def end_all(cluster: Cluster, group: str, halves: list[tuple[str, str, int]], decision: int) -> None:
-    """END_TRANSACTION for every half, pipelined per broker (``END_CHUNK`` requests in flight
+    """END_TRANSACTION for every half, pipelined per broker (``END_WINDOW`` requests in flight
     on one connection), every answer checked.  The answers matter: the broker refuses a half
     its check has already put a copy of back (the copy decides the transaction then, through
     the check-back), so a batch whose halves were not all accepted must not be marked ended.
@@ -227,20 +227,32 @@ async def end_all(cluster: Cluster, group: str, halves: list[tuple[str, str, int
         return RemotingCommand.request(RequestCode.END_TRANSACTION, header.encode())
 
     async def one_broker(addr: str, items: list[tuple[str, int]]) -> None:
-        def answered(results: list[Any]) -> None:
-            for resp in results:
-                if isinstance(resp, BaseException):
-                    errors.append(f"{addr}: {resp}")
-                elif resp.code != 0:
-                    errors.append(f"{addr}: code {resp.code} {resp.remark}")
+        # A sliding window of END_WINDOW requests, answers taken by a callback (no future
+        # per request): the answers cost the broker a response each, so little else may.
+        window = asyncio.Semaphore(END_WINDOW)
+        finished = asyncio.get_running_loop().create_future()
+        left = len(items)
+
+        def answered(resp: RemotingCommand | None, error: BaseException | None) -> None:
+            nonlocal left
+            window.release()
+            if error is not None:
+                errors.append(f"{addr}: {error}")
+            elif resp is not None and resp.code != 0:
+                errors.append(f"{addr}: code {resp.code} {resp.remark}")
+            left -= 1
+            if left == 0 and not finished.done():
+                finished.set_result(None)
 
         try:
             conn = await cluster.api.remoting.connection(addr)
-            for first in range(0, len(items), END_CHUNK):
-                waiting = [conn.invoke(request(*item), cluster.timeout_ms) for item in items[first : first + END_CHUNK]]
-                answered(await asyncio.gather(*waiting, return_exceptions=True))
+            for item in items:
+                await window.acquire()
+                conn.invoke_callback(request(*item), cluster.timeout_ms, answered)
         except ApogeeError as exc:
             errors.append(f"{addr}: {exc}")
+            return
+        await finished
 
     await asyncio.gather(*(one_broker(a, items) for a, items in by_broker.items()))
     if errors:
