@@ -14,21 +14,27 @@ import pyarrow as pa
 import pytest
 from pyspark.sql.types import BinaryType, StructField, StructType
 
+from apogee.client.sync import SyncPullConsumer
+from apogee.common import constants as c
+from apogee.common.message import MessageQueue
 from apogee.spark import runtime
 from apogee.spark.broker import Cluster
+from apogee.spark.errors import ApogeeSparkError
 from apogee.spark.options import parse_sink_options
 from apogee.spark.txn import (
+    COMMIT,
     NAMESPACE,
     BatchEntry,
     CommitRecord,
     Resolver,
     TxnCommit,
     commit_batch,
+    end_all,
     half_tag,
     load_record,
 )
 from apogee.spark.writer import check_sink_schema, send_partition
-from tests.spark.conftest import Apogee, read, unique
+from tests.spark.conftest import BROKER, Apogee, read, unique
 from tests.spark.drivers import Driver, Feeder, batch_files
 from tests.spark.jobs import stream_to_topic
 from tests.support.waiting import block_until
@@ -131,6 +137,57 @@ def test_replays_roll_back_and_check_backs_decide_orphans(spark: Any, apogee_clu
     assert bodies(spark, ns, topic) == [b"a", b"b", b"c"]
     assert record.decide(2, "t5") == 0 and record.decide(1, "t4") == 12 and record.decide(1, "t3") == 8
     assert record.decide(0, "t1") == 12  # ended: a half still asked about is a stale copy
+
+
+def checked_back_bodies(ns: str, topic: str, queues: int) -> tuple[list[bytes], set[bytes]]:
+    """Every body of ``topic`` (sorted), and those of messages a check-back committed (the
+    commit of a check's copy carries TRANSACTION_CHECK_TIMES; the reader hides it)."""
+    got: list[bytes] = []
+    checked: set[bytes] = set()
+    with SyncPullConsumer(f"cp_{uuid.uuid4().hex[:6]}", ns) as consumer:
+        for q in range(queues):
+            offset = 0
+            while msgs := (result := consumer.pull(MessageQueue(topic, BROKER, q), "*", offset, 32)).messages:
+                got += [m.body for m in msgs]
+                checked |= {m.body for m in msgs if c.TRANSACTION_CHECK_TIMES in m.properties}
+                offset = result.next_begin_offset
+    return sorted(got), checked
+
+
+def test_a_commit_after_the_check_back_copied_the_halves_writes_once(apogee_cluster: Apogee) -> None:
+    """A batch that runs longer than transactionTimeoutSeconds: the broker checks its halves
+    back while it runs (unknown: each check leaves a copy of its half), then the driver
+    records the batch and commits the original halves, and dies before it marks the batch
+    ended (the after-record kill of the streaming test on a loaded machine), or a check of
+    the copies is answered before it marks it.  The copies are checked back from the record:
+    each message must still be in the topic once, not once from the original and once from
+    its copy."""
+    ns, broker = apogee_cluster.ns, apogee_cluster.broker.addr
+    topic = apogee_cluster.create_topic(unique("Late"), 2)
+    opts, _ = sink(ns, topic)
+    query = f"q-{uuid.uuid4()}"
+    runtime.run(Resolver.ensure(opts))  # a live driver of the group answers the checks
+    cluster = Cluster(runtime.runtime().api, ns)
+    state: list[tuple[list[bytes], set[bytes]]] = []
+
+    def copies_decided(expected: list[bytes]) -> bool:
+        state[:] = [checked_back_bodies(ns, topic, 2)]
+        return set(expected) <= state[0][1]
+
+    late = halves(ns, topic, query, 0, "t1", [b"x", b"y", b"z"])
+    # Checked back, unknown: their copies wait.
+    asyncio.run(wait_checked_past(broker, half_offset=max(h[2] for h in late.halves)))
+    runtime.run(cluster.kv_put(NAMESPACE, query, CommitRecord(0, {0: BatchEntry(["t1"])}).encode()))
+    with contextlib.suppress(ApogeeSparkError):  # Apogee's broker refuses: the copies decide now
+        runtime.run(end_all(cluster, opts.producer_group, late.halves, COMMIT))
+    block_until(lambda: copies_decided([b"x", b"y", b"z"]), 30, "the copies committed by the check-back")
+    assert state[0][0] == [b"x", b"y", b"z"]
+    # The driver's own commit of such a batch: what the broker refuses is left to the check-back.
+    slow = halves(ns, topic, query, 1, "t2", [b"u", b"v"])
+    asyncio.run(wait_checked_past(broker, half_offset=max(h[2] for h in slow.halves)))
+    commit_batch(opts, [slow], 1)
+    block_until(lambda: copies_decided([b"u", b"v"]), 30, "the copies committed by the check-back")
+    assert state[0][0] == [b"u", b"v", b"x", b"y", b"z"]
 
 
 @pytest.mark.crash

@@ -130,12 +130,14 @@ async def wait_cluster_caught_up(namesrv_addr: str, timeout_s: float = 10) -> No
 HALF_TOPIC, TRANS_GROUP = "RMQ_SYS_TRANS_HALF_TOPIC", "CID_RMQ_SYS_TRANS"
 
 
-async def wait_checked_past(addr: str, timeout_s: float = 15) -> None:
+async def wait_checked_past(addr: str, timeout_s: float = 15, *, half_offset: int = -1) -> None:
     """Wait until the broker's transaction check has passed every half message stored before
-    this call.  RocketMQ keeps the check's progress as the offset of the internal group
-    CID_RMQ_SYS_TRANS in RMQ_SYS_TRANS_HALF_TOPIC queue 0, and a pass stops at the first half
-    it cannot settle: once the progress reaches today's end, every earlier half was found
-    decided (or checked back and re-queued), so a decided one can produce nothing more."""
+    this call (and the one at ``half_offset`` of the half queue: a half just acknowledged may
+    not be in the queue's max offset yet).  RocketMQ keeps the check's progress as the offset
+    of the internal group CID_RMQ_SYS_TRANS in RMQ_SYS_TRANS_HALF_TOPIC queue 0, and a pass
+    stops at the first half it cannot settle: once the progress reaches today's end, every
+    earlier half was found decided (or checked back and re-queued), so a decided one can
+    produce nothing more."""
     head = {"topic": HALF_TOPIC, "queueId": "0"}
 
     async def passed(client: RemotingClient, end: int) -> bool:
@@ -145,7 +147,7 @@ async def wait_checked_past(addr: str, timeout_s: float = 15) -> None:
 
     async with _client() as client:
         resp = await client.invoke(addr, RemotingCommand.request(RequestCode.GET_MAX_OFFSET, head), 5000)
-        end = int((resp.ext_fields or {}).get("offset", "0")) if resp.code == 0 else 0
+        end = max(int((resp.ext_fields or {}).get("offset", "0")) if resp.code == 0 else 0, half_offset + 1)
         what = f"the transaction check to pass half offset {end}"
         await wait_until(lambda: passed(client, end), timeout_s, what, interval_s=0.05)
 

@@ -13,6 +13,11 @@ How it works (RocketMQ's two-phase design, its TransactionalMessageService):
   ``TRANSACTION_CHECK_TIMES`` + 1 and a CHECK_TRANSACTION_STATE is sent to a live producer of
   its group; the producer answers with END_TRANSACTION for that new copy.  After
   ``transactionCheckMax`` checks the half is discarded to ``TRANS_CHECK_MAX_TIME_TOPIC``.
+* A transaction has one undecided half at a time: END_TRANSACTION refuses a half the check
+  has passed (below the progress: decided, or superseded by the copy it put back), so a late
+  commit of the original (or a late answer about an older copy) cannot commit the message a
+  second time next to the copy's check-back.  RocketMQ 4.x commits it again there; a producer
+  whose END_TRANSACTION is refused this way has its transaction decided by the copy's check.
 
 State that must survive a restart is the half queue's progress and the op queue's progress,
 kept as consumer offsets of the internal group ``CID_RMQ_SYS_TRANS`` (consumerOffset.json).
@@ -155,6 +160,14 @@ class TransactionService:
             return f"the producer group {producer_group} does not own this half message"
         if half.queue_offset != half_queue_offset:
             return f"tranStateTableOffset {half_queue_offset} does not match the half message's {half.queue_offset}"
+        if half.queue_offset < self.half_progress:
+            # The check passed it: decided already, or checked back, and then the copy it put
+            # back is the transaction's one undecided half now.  Committing this one as well
+            # would deliver the message twice (once more when the copy's check is answered).
+            return (
+                f"half message {half.queue_offset} was already decided or checked back "
+                "(its check-back copy decides the transaction now)"
+            )
         self._read_ops()
         if half.queue_offset in self._done:
             return None  # already decided (a late or repeated answer): nothing to do twice

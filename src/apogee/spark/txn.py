@@ -13,12 +13,14 @@ Protocol (for query Q, micro-batch N):
    message of the successful attempts (END_TRANSACTION).  If N was already recorded, the
    batch is a replay (Spark re-runs a batch whose commit finished but whose commit-log entry
    was lost with the driver): its new halves are rolled back instead.
-3. **Orphans** — halves whose task attempt failed, or whose commit was interrupted by a
-   crash — are decided by the broker's transaction check-back: the driver-side process that
-   ran the last commit registers as the producer group and answers each check from the
-   record: commit when the half's batch is recorded and its task attempt is in it, roll back
-   when the batch is recorded without it, "unknown" (ask again later) while the batch may
-   still commit.
+3. **Orphans** — halves whose task attempt failed, whose commit was interrupted by a
+   crash, or whose commit the broker refused because its check had already re-put a copy
+   of the half (a batch slower than ``transactionTimeoutSeconds``; the copy is then the one
+   undecided half of that message, see ``apogee.broker.transaction``) — are decided by the
+   broker's transaction check-back: the driver-side process that ran the last commit
+   registers as the producer group and answers each check from the record: commit when the
+   half's batch is recorded and its task attempt is in it, roll back when the batch is
+   recorded without it, "unknown" (ask again later) while the batch may still commit.
 
 The record lives in the NameServers' KV table (namespace ``APOGEE_SPARK_SINK``, key = the
 query id): every NameServer writes it to disk before answering, so it survives a driver crash
@@ -68,7 +70,7 @@ COMMIT = 8
 ROLLBACK = 12
 UNKNOWN = 0
 HEARTBEAT_INTERVAL_S = 15.0
-END_CHUNK = 256  # oneway END_TRANSACTIONs queued before the loop gets to write them
+END_WINDOW = 256  # END_TRANSACTION requests in flight on one connection
 
 
 @dataclass
@@ -124,10 +126,15 @@ class CommitRecord:
         """COMMIT, ROLLBACK or UNKNOWN for a half message of ``batch`` sent by ``task``.
 
         * a batch not recorded yet may still commit: UNKNOWN (the broker asks again);
-        * a recorded batch whose halves the driver committed itself (``ended``), or one old
-          enough to be dropped from the record: every half of its tasks is decided already, so
-          a half still asked about is a failed attempt's or a stale check copy: ROLLBACK;
-        * a recorded batch whose commit was interrupted: COMMIT exactly its task attempts.
+        * a recorded batch whose halves the driver committed itself (``ended``: the broker
+          accepted every END_TRANSACTION), or one old enough to be dropped from the record:
+          every half of its tasks is decided already, so a half still asked about is a failed
+          attempt's: ROLLBACK;
+        * a recorded batch whose commit was interrupted or not accepted whole: COMMIT exactly
+          its task attempts.  The half asked about is a check's copy, and the broker refuses
+          END_TRANSACTION for a half once its check put a copy back, so no earlier copy of the
+          message (the original the driver sent the commit for, or a copy whose answer came
+          late) can have been committed: the copy is the message's one chance.
         """
         if batch > self.batch:
             return UNKNOWN
@@ -196,12 +203,12 @@ def write_halves(opts: SinkOptions, columns: SinkColumns, batches: Iterator[pa.R
 
 
 async def end_all(cluster: Cluster, group: str, halves: list[tuple[str, str, int]], decision: int) -> None:
-    """END_TRANSACTION for every half, pipelined: per broker, every half but the last goes
-    oneway (as RocketMQ's producers send it), then the last one as a request on the same
-    connection.  The broker handles END_TRANSACTION in arrival order on a connection (the
-    handler runs inline, not in a task), so that answer means every earlier one of the
-    connection was handled; a connection lost in between fails the barrier.  Raises on a
-    failure, after every broker was tried: the caller then leaves the halves to the check-back.
+    """END_TRANSACTION for every half, pipelined per broker (``END_WINDOW`` requests in flight
+    on one connection), every answer checked.  The answers matter: the broker refuses a half
+    its check has already put a copy of back (the copy decides the transaction then, through
+    the check-back), so a batch whose halves were not all accepted must not be marked ended.
+    Raises on a refusal or failure, after every half was tried: the caller then leaves the
+    halves to the check-back.
     """
     by_broker: dict[str, list[tuple[str, int]]] = {}
     for addr, msg_id, offset in halves:
@@ -220,25 +227,38 @@ async def end_all(cluster: Cluster, group: str, halves: list[tuple[str, str, int
         return RemotingCommand.request(RequestCode.END_TRANSACTION, header.encode())
 
     async def one_broker(addr: str, items: list[tuple[str, int]]) -> None:
+        # A sliding window of END_WINDOW requests, answers taken by a callback (no future
+        # per request): the answers cost the broker a response each, so little else may.
+        window = asyncio.Semaphore(END_WINDOW)
+        finished = asyncio.get_running_loop().create_future()
+        left = len(items)
+
+        def answered(resp: RemotingCommand | None, error: BaseException | None) -> None:
+            nonlocal left
+            window.release()
+            if error is not None:
+                errors.append(f"{addr}: {error}")
+            elif resp is not None and resp.code != 0:
+                errors.append(f"{addr}: code {resp.code} {resp.remark}")
+            left -= 1
+            if left == 0 and not finished.done():
+                finished.set_result(None)
+
         try:
             conn = await cluster.api.remoting.connection(addr)
-            for at, (msg_id, offset) in enumerate(items[:-1]):
-                conn.invoke_oneway(request(msg_id, offset))
-                if at % END_CHUNK == END_CHUNK - 1:
-                    await asyncio.sleep(0)  # let the loop write what is queued
-                    await conn.drain()
-            resp = await conn.invoke(request(*items[-1]), cluster.timeout_ms)
+            for item in items:
+                await window.acquire()
+                conn.invoke_callback(request(*item), cluster.timeout_ms, answered)
         except ApogeeError as exc:
             errors.append(f"{addr}: {exc}")
             return
-        if resp.code != 0:
-            errors.append(f"{addr}: code {resp.code} {resp.remark}")
+        await finished
 
     await asyncio.gather(*(one_broker(a, items) for a, items in by_broker.items()))
     if errors:
         raise ApogeeSparkError(
-            f"the half messages on {len(errors)} of {len(by_broker)} brokers could not all be "
-            f"{'committed' if decision == COMMIT else 'rolled back'} (first: {errors[0]}); "
+            f"not every half message could be {'committed' if decision == COMMIT else 'rolled back'} "
+            f"({len(errors)} refused or failed, first: {errors[0]}); "
             "the broker's transaction check-back will decide them"
         )
 
@@ -268,13 +288,22 @@ def commit_batch(opts: SinkOptions, messages: list[WriterCommitMessage | None], 
                 query_id,
                 len(halves),
             )
-            await end_all(cluster, opts.producer_group, halves, ROLLBACK)
+            with contextlib.suppress(ApogeeSparkError):  # left to the check-back: not in the record
+                await end_all(cluster, opts.producer_group, halves, ROLLBACK)
             return
         tasks = [m.task for m in done if not m.skipped and m.task]
         record = record.with_batch(batch_id, tasks, opts.transaction_history)
         await cluster.kv_put(NAMESPACE, query_id, record.encode())
         _fault("after-record", batch_id)
-        await end_all(cluster, opts.producer_group, halves, COMMIT)
+        try:
+            await end_all(cluster, opts.producer_group, halves, COMMIT)
+        except ApogeeSparkError as exc:
+            # Recorded is committed: what the broker did not accept (a half it checked back
+            # while the batch ran longer than transactionTimeoutSeconds, or a lost connection)
+            # is committed by the check-back, from the record.  Not marked ended, so the
+            # check-back commits the recorded attempts' copies instead of rolling them back.
+            log.warning("batch %d of query %s is recorded; %s", batch_id, query_id, exc)
+            return
         await cluster.kv_put(NAMESPACE, query_id, record.ended(batch_id).encode())
         log.info("batch %d of query %s committed: %d messages", batch_id, query_id, len(halves))
 
@@ -303,7 +332,10 @@ def abort_batch(opts: SinkOptions, messages: list[WriterCommitMessage | None], b
 
 def _fault(point: str, batch_id: int) -> None:
     """Fault injection for the crash tests: ``APOGEE_SPARK_FAULT=after-record:<batch>:<pgid>``
-    kills process group ``pgid`` (the test's Spark driver) with SIGKILL at that point."""
+    kills process group ``pgid`` (the test's Spark driver) with SIGKILL at that point, and
+    this process too: Spark's Python workers (this commit runs in one) are in the group of
+    PySpark's daemon, not the driver's, and would otherwise go on committing the batch until
+    the daemon notices the driver is gone."""
     spec = os.environ.get("APOGEE_SPARK_FAULT", "")
     if not spec:
         return
@@ -314,6 +346,7 @@ def _fault(point: str, batch_id: int) -> None:
 
         log.warning("fault injection: killing process group %s %s of batch %d", pgid, point, batch_id)
         os.killpg(int(pgid), signal.SIGKILL)
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 class Resolver:

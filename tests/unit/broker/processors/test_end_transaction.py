@@ -154,3 +154,40 @@ async def test_a_half_checked_the_max_times_is_discarded(tables: Tables) -> None
     assert discarded.body == b"tx" and discarded.properties[c.TRANSACTION_CHECK_TIMES] == "1"
     await tables.store.wait_dispatched()
     assert transactions.check_once(later + 20_000) == 0 and await tables.messages("T", 1) == []
+
+
+async def test_a_half_checked_back_is_decided_by_its_copy_only(tables: Tables) -> None:
+    """The producer's commit of the original arrives after the check put a copy back (a slow
+    producer, or one that died after its commit was sent): the copy is the transaction's one
+    undecided half, and answering its check must not deliver the message a second time."""
+    half = await half_message(tables)
+    transactions = service(tables)
+    ender = processor(tables, transactions)
+    producer(tables)
+    later = half.store_timestamp + tables.config.transaction_time_out_ms + 1
+    assert transactions.check_once(later) == 1
+    copy = (await tables.messages(c.RMQ_SYS_TRANS_HALF_TOPIC, 0))[-1]
+    assert copy.queue_offset == half.queue_offset + 1
+    for kind in (c.TRANSACTION_COMMIT_TYPE, c.TRANSACTION_ROLLBACK_TYPE):
+        answer = await answered(ender.end_transaction, connection(), end(half, kind))
+        assert answer.code == ResponseCode.SYSTEM_ERROR and "checked back" in (answer.remark or ""), answer.remark
+    assert await tables.messages("T", 1) == [] and await tables.messages(c.RMQ_SYS_TRANS_OP_HALF_TOPIC, 0) == []
+    answer = await answered(ender.end_transaction, connection(), end(copy, c.TRANSACTION_COMMIT_TYPE))
+    assert answer.code == ResponseCode.SUCCESS
+    [committed] = await tables.messages("T", 1)
+    assert committed.body == b"tx" and committed.properties[c.TRANSACTION_CHECK_TIMES] == "1"
+
+
+async def test_a_decided_half_the_check_passed_is_not_committed_again(tables: Tables) -> None:
+    half = await half_message(tables)
+    transactions = service(tables)
+    ender = processor(tables, transactions)
+    producer(tables)
+    answer = await answered(ender.end_transaction, connection(), end(half, c.TRANSACTION_COMMIT_TYPE))
+    assert answer.code == ResponseCode.SUCCESS
+    await tables.store.wait_dispatched()
+    assert transactions.check_once(half.store_timestamp + tables.config.transaction_time_out_ms + 1) == 0
+    assert transactions.half_progress == half.queue_offset + 1  # the check passed it
+    answer = await answered(ender.end_transaction, connection(), end(half, c.TRANSACTION_COMMIT_TYPE))
+    assert answer.code == ResponseCode.SYSTEM_ERROR and "already decided" in (answer.remark or "")
+    assert len(await tables.messages("T", 1)) == 1
