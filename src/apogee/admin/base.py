@@ -12,8 +12,7 @@ to do.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from apogee.admin.errors import NoBrokerRegisteredError, TopicNotFoundError, WrongServerError
 from apogee.client.config import ClientConfig
@@ -62,9 +61,11 @@ def load_object(body: bytes, *, keyed: bool = False) -> dict[str, Any]:
     return obj if isinstance(obj, dict) else {}
 
 
-@dataclass
-class ClusterView:
-    """GET_BROKER_CLUSTER_INFO: broker name -> its addresses by broker id, cluster -> broker names."""
+class ClusterView(NamedTuple):
+    """GET_BROKER_CLUSTER_INFO: broker name -> its addresses by broker id, cluster -> broker names.
+
+    A named tuple: ``brokers, clusters = await admin.cluster_info()``, what ``cluster_info``
+    returned before it had methods, still works (the peer benchmark harness's adapter does it)."""
 
     brokers: dict[str, BrokerData]
     clusters: dict[str, list[str]]
