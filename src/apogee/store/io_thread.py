@@ -1,10 +1,15 @@
-"""The store's one I/O thread: every blocking disk call goes through it.
+"""The store's I/O threads: every blocking disk call goes through one of them.
 
 The broker's event loop must never wait on fsync, file creation or deletion, or a cold read
-(architecture principle 4).  One thread is enough: those calls release the GIL while they
-block, and one thread serialises them, so fsyncs never compete with each other and nothing
-else in the store needs a lock against them.  Code that runs here says so in its docstring
-("Blocking").  Results come back to the loop as asyncio futures.
+(architecture principle 4).  A store has two, each serialising its own calls (they release
+the GIL while they block): the CommitLog's fdatasyncs run on a thread of their own
+(``MessageStore.flush_io``), so a SYNC_FLUSH put waits for one fdatasync and never behind the
+rest; everything else -- ConsumeQueue and index flushes, checkpoints, file creation, page
+warming, deletion, cold reads -- runs on the other (``MessageStore.io``), so nothing else in
+the store needs a lock against it.  The two touch different files, or (CommitLog files
+created or deleted on ``io``) files the other is not flushing: only fully flushed CommitLog
+files are deleted, and a file is flushed only once the loop has appended it.  Code that runs
+here says so in its docstring ("Blocking").  Results come back to the loop as asyncio futures.
 """
 
 from __future__ import annotations

@@ -77,6 +77,12 @@ class MessageStore:
         self.config = config
         self.clock = clock or wall_clock_ms
         self.io = IOThread()
+        # The CommitLog's fdatasyncs (group commit, periodic flush, flush()) have a thread of
+        # their own, as RocketMQ's GroupCommitService / FlushRealTimeService do: a SYNC_FLUSH
+        # put then waits for one fdatasync, never behind a ConsumeQueue or index flush, a
+        # checkpoint, file creation or page warming queued on the I/O thread.  Only this
+        # thread flushes the CommitLog, so its flushes stay one at a time.
+        self.flush_io = IOThread("apogee-commitlog-flush")
         pre = config.preallocate_mapped_files
         # CommitLog blocks are allocated ahead of the writer in populate-sized steps, so disk
         # use follows the data; ConsumeQueue files (small) are allocated whole; index files
@@ -141,6 +147,7 @@ class MessageStore:
         except BaseException:
             await self.io.run(self._close_blocking, False)
             self.io.shutdown()
+            self.flush_io.shutdown()
             raise
         # What a restart after a crash costs (the soak and recovery_bench report it).
         log.info("store loaded and recovered in %.3f s (%s)", time.monotonic() - began,
@@ -150,11 +157,11 @@ class MessageStore:
         self._dispatch_lock = asyncio.Lock()
         on_flushed, on_error = self._on_commitlog_flushed, self._on_flush_error
         if self.sync_flush:
-            self._group = GroupCommit(self._loop, self.io, self.commitlog,
+            self._group = GroupCommit(self._loop, self.flush_io, self.commitlog,
                                       self.config.sync_flush_timeout_ms, on_flushed, on_error,
                                       latency=self.flush_latency)
         else:
-            self._periodic = PeriodicFlush(self._loop, self.io, self.commitlog, self.config,
+            self._periodic = PeriodicFlush(self._loop, self.flush_io, self.commitlog, self.config,
                                            on_flushed, on_error, latency=self.flush_latency)
         self._running = True
         self.replica_end = self.commitlog.max_offset
@@ -269,6 +276,8 @@ class MessageStore:
         finally:
             if self._group is not None:
                 self._group.close()
+            await self.flush_io.run(int)  # one worker: every flush queued before is done
+            self.flush_io.shutdown()
             await self.io.run(self._close_blocking, clean)
             self.io.shutdown()
 
@@ -473,7 +482,7 @@ class MessageStore:
         """fdatasync the CommitLog now; returns the durable offset."""
         ts = self.commitlog.last_store_ts
         try:
-            durable = await self.io.run(self.commitlog.mfq.flush)
+            durable = await self.flush_io.run(self.commitlog.mfq.flush)
         except OSError as exc:
             self._on_flush_error(exc)
             raise StoreError(f"CommitLog flush failed: {exc}") from exc
