@@ -49,8 +49,9 @@ from apogee.common.message import MessageQueue
 from apogee.common.message_codec import decode_records, encode_batch
 from apogee.errors import NoRouteError, RemoteError
 from apogee.remoting.bodies.heartbeat import ConsumerData, HeartbeatData, SubscriptionData
-from apogee.remoting.body_hasher import LARGE_BODY_BYTES, body_size
+from apogee.remoting.body_hasher import LARGE_BODY_BYTES
 from apogee.remoting.client import RemotingClient
+from apogee.remoting.codec import body_size
 from apogee.remoting.codes import RequestCode, ResponseCode
 from apogee.remoting.command import RemotingCommand
 from apogee.remoting.signing import SessionCredentials, Signer

@@ -44,16 +44,6 @@ BACKGROUND_MIN_BYTES = LARGE_BODY_BYTES if _cores() > 1 else 1 << 62
 HashDone = Callable[[BaseException | None], None]
 
 
-def body_size(body: Body) -> int:
-    if body is None:
-        return 0
-    if isinstance(body, (bytes, bytearray)):
-        return len(body)
-    if isinstance(body, memoryview):
-        return body.nbytes
-    return sum(len(part) for part in body)
-
-
 class BodyHasher:
     """Feeds bodies into HMACs (``signing.feed``) on one daemon thread, in submission order."""
 

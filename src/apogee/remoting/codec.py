@@ -45,6 +45,13 @@ def _body_parts(body: object) -> tuple[list[Buffer], int]:
     return parts, size
 
 
+def body_size(body: object) -> int:
+    """A body's length in bytes, as its frame will carry it (the one rule: ``_body_parts``)."""
+    if body.__class__ is bytes:
+        return len(body)
+    return _body_parts(body)[1]
+
+
 def encode(cmd: RemotingCommand) -> list[Buffer]:
     """The buffers that make up ``cmd`` on the wire, for ``transport.writelines``.
 

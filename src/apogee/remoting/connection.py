@@ -31,7 +31,7 @@ from typing import Protocol
 
 from apogee.errors import ConnectionClosedError, RemoteProtocolError, RequestTimeoutError
 from apogee.remoting.codec import FrameDecoder, encode, fields_frame
-from apogee.remoting.command import RPC_RESPONSE, Buffer, RemotingCommand
+from apogee.remoting.command import RPC_ONEWAY, RPC_RESPONSE, Buffer, RemotingCommand
 from apogee.remoting.config import RemotingConfig
 from apogee.remoting.limits import FrameLimitError, ServerLimits
 
@@ -526,7 +526,7 @@ class Connection(asyncio.Protocol):
 
     def invoke_oneway(self, cmd: RemotingCommand) -> None:
         """Send a request with the oneway bit; no response will come."""
-        cmd.flag |= 0x2
+        cmd.flag |= RPC_ONEWAY
         cmd.opaque = self._next_opaque
         self._next_opaque = (self._next_opaque + 1) & _OPAQUE_MASK
         self.send(cmd)

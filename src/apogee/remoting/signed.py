@@ -21,9 +21,9 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from apogee.remoting.body_hasher import BACKGROUND_MIN_BYTES, HASHER, body_size
-from apogee.remoting.codec import encode, fields_frame
-from apogee.remoting.command import Buffer, RemotingCommand
+from apogee.remoting.body_hasher import BACKGROUND_MIN_BYTES, HASHER
+from apogee.remoting.codec import body_size, encode, fields_frame
+from apogee.remoting.command import RPC_ONEWAY, Buffer, RemotingCommand
 from apogee.remoting.connection import Connection, ResponseCallback
 from apogee.remoting.signing import SIGNATURE, Signer
 
@@ -117,7 +117,7 @@ class SigningConnection(Connection):
         if not self._unsent:
             super().invoke_oneway(cmd)
             return
-        cmd.flag |= 0x2
+        cmd.flag |= RPC_ONEWAY
         cmd.opaque = self._take_opaque()
         self._unsent.append(_Unsent(encode(cmd)))
 

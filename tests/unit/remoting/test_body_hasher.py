@@ -8,7 +8,8 @@ import threading
 
 import pytest
 
-from apogee.remoting.body_hasher import BodyHasher, body_size
+from apogee.remoting.body_hasher import BodyHasher
+from apogee.remoting.codec import body_size
 from apogee.remoting.signing import Keyed
 
 

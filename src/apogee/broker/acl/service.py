@@ -33,7 +33,8 @@ from apogee.broker.acl.rules import (
     signature_start,
 )
 from apogee.errors import ConfigError
-from apogee.remoting.body_hasher import BACKGROUND_MIN_BYTES, HASHER, body_size
+from apogee.remoting.body_hasher import BACKGROUND_MIN_BYTES, HASHER
+from apogee.remoting.codec import body_size
 from apogee.remoting.codes import ResponseCode
 from apogee.remoting.command import Body, RemotingCommand
 from apogee.remoting.connection import Connection
@@ -186,7 +187,7 @@ class AclDispatcher(RequestDispatcher):
         if isinstance(account, Account):
             assert ext is not None
             body = request.body
-            size = 0 if body is None else len(body) if body.__class__ is bytes else body_size(body)
+            size = body_size(body)
             if size >= BACKGROUND_MIN_BYTES:
                 started = signature_start(account, ext)
                 if not isinstance(started, str):
