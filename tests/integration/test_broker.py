@@ -123,7 +123,7 @@ async def test_both_send_paths_store_the_same_message(broker: ServerProcess, pro
         await client.close()
 
 
-async def test_long_polling_answers_within_250_ms_of_a_send(broker: ServerProcess) -> None:
+async def test_a_held_pull_is_answered_by_the_send_not_by_its_timeout(broker: ServerProcess) -> None:
     client = RemotingClient()
     try:
         await client.invoke(broker.addr, send_request("LP", queue_id=1), T)  # create the topic
@@ -144,10 +144,11 @@ async def test_long_polling_answers_within_250_ms_of_a_send(broker: ServerProces
             latency_ms = (loop.time() - acked) * 1000
             assert resp.code == ResponseCode.SUCCESS and sent.code == 0
             assert [m.body for m in decode_records(resp.body_bytes())] == [b"wake"]
-            # Woken by the message's dispatch, not by a recheck (shortPollingTimeMills is 1 s,
-            # RocketMQ's long-polling recheck 5 s): 250 ms leaves room for a loaded CI machine
-            # (this ran at nice 10 beside the suite, and once took 147 ms at load average 15).
-            assert latency_ms < 250, f"held pull answered {latency_ms:.1f} ms after the send"
+            # Apogee's hold service has no periodic recheck: a held pull whose queue is never
+            # notified is answered only at its 15 s suspend timeout.  So any answer well inside
+            # that proves the send woke it; the bound is loose because a loaded CI machine once
+            # took 345 ms here (how fast the wake-up is belongs to benchmarks/, not to a test).
+            assert latency_ms < 5000, f"held pull answered {latency_ms:.1f} ms after the send"
     finally:
         await client.close()
 

@@ -79,7 +79,8 @@ async def test_sync_master_waits_for_a_slave_and_says_when_none_holds_the_messag
         slave_info = await runtime(client, slave.addr)
         assert int(slave_info["commitLogMaxOffset"]) > int(result.offset_msg_id[16:], 16)
 
-        # A stopped slave: FLUSH_SLAVE_TIMEOUT after slaveTimeout (+ 10 %), each of a burst.
+        # A stopped slave: FLUSH_SLAVE_TIMEOUT after slaveTimeout, each of a burst waiting at the
+        # same time (one after another would take ten timeouts; the slack is for a loaded CI).
         os.kill(slave.pid, signal.SIGSTOP)
         try:
             began = time.monotonic()
@@ -88,7 +89,7 @@ async def test_sync_master_waits_for_a_slave_and_says_when_none_holds_the_messag
         finally:
             os.kill(slave.pid, signal.SIGCONT)
         assert {r.status for r in burst} == {SendStatus.FLUSH_SLAVE_TIMEOUT}, burst
-        assert SLAVE_TIMEOUT_MS / 1000 <= elapsed <= 1.1 * SLAVE_TIMEOUT_MS / 1000, elapsed
+        assert SLAVE_TIMEOUT_MS / 1000 <= elapsed < 1.5 * SLAVE_TIMEOUT_MS / 1000, elapsed
         assert sorted(r.queue_offset for r in burst) == list(range(offset + 21, offset + 31))
         assert all(r.offset_msg_id for r in burst)
 
