@@ -13,6 +13,9 @@ prints the median of the runs.  Cases:
   from 1 or 64 concurrent writer tasks, where each task yields to the loop after every put, so
   dispatch and flushing run interleaved, as in the broker.
 * dispatch: building ConsumeQueue and index entries for the appended messages.
+* synclong: one SYNC_FLUSH writer for 64,000 puts of 1 KiB, long enough that page-cache
+  folio sizes would have grown (``MappedFile.advise_random``); "KiB dirtied/fsync" shows
+  what each fdatasync writes back.
 * read: ``get_message`` over every queue in batches of 32 (zero-copy slices).
 * batch: client batch bodies of 256 messages put as the broker puts SEND_BATCH_MESSAGE, through
   the pure-Python path and, when built, the C path (``apogee._native``), then dispatched.
@@ -134,17 +137,33 @@ async def bench_writers(root: Path, msgs: list[InnerMessage], flush: FlushDiskTy
                 if yield_each:
                     await asyncio.sleep(0)  # as a broker: one put per loop turn
 
-        t0, c0 = time.perf_counter(), time.thread_time()
+        fsyncs0 = float(store.runtime_info()["commitLogFsyncs"])
+        t0, c0, w0 = time.perf_counter(), time.thread_time(), written_bytes()
         await asyncio.gather(*(writer(c) for c in chunks))
-        t1, c1 = time.perf_counter(), time.thread_time()
+        t1, c1, w1 = time.perf_counter(), time.thread_time(), written_bytes()
         await store.wait_dispatched()
         t2 = time.perf_counter()
         n = len(msgs)
         nbytes = sum(len(m.body) for m in msgs)
-        info = store.runtime_info()
-        return {"append/s": n / (t1 - t0), "MB/s": nbytes / (t1 - t0) / 1e6,
-                "append/cpu-s": n / (c1 - c0), "end-to-end/s": n / (t2 - t0),
-                "fsyncs": float(info["commitLogFsyncs"])}
+        fsyncs = float(store.runtime_info()["commitLogFsyncs"]) - fsyncs0
+        out = {"append/s": n / (t1 - t0), "MB/s": nbytes / (t1 - t0) / 1e6,
+               "append/cpu-s": n / (c1 - c0), "end-to-end/s": n / (t2 - t0), "fsyncs": fsyncs}
+        if flush is FlushDiskType.SYNC_FLUSH and fsyncs:
+            out["KiB dirtied/fsync"] = (w1 - w0) / 1024 / fsyncs
+        return out
+
+
+def written_bytes() -> int:
+    """This process's ``write_bytes`` (/proc/self/io): what it made dirty, counted a whole
+    page-cache folio at a time -- so it shows what each fdatasync has to write back."""
+    try:
+        with open("/proc/self/io") as f:
+            for line in f:
+                if line.startswith("write_bytes:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
 
 
 async def bench_read(root: Path, msgs: list[InnerMessage]) -> dict[str, float]:
@@ -280,10 +299,13 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--count", type=int, default=200_000, help="messages per ASYNC case")
     ap.add_argument("--sync-count", type=int, default=60_000, help="messages per SYNC case")
+    ap.add_argument("--sync-long", type=int, default=64_000,
+                    help="messages of the long SYNC case: past the ~40 MiB after which the kernel's fault "
+                         "readahead would make 2 MiB page-cache folios (MappedFile.advise_random)")
     ap.add_argument("--dir", default="/work/.bench-store")
     ap.add_argument("--rss", action="store_true", help="only the resident-memory run")
     ap.add_argument("--rss-gib", type=float, default=5.0)
-    ap.add_argument("--only", default="", help="comma list of cases: batch,nowait,async,sync,read,placement")
+    ap.add_argument("--only", default="", help="comma list of cases: batch,nowait,async,sync,synclong,read,placement")
     args = ap.parse_args()
     try:
         import uvloop
@@ -326,6 +348,10 @@ def main() -> None:
             ("placement", "dispatch concurrently in a second thread     ",
              lambda msgs=msgs: asyncio.run(bench_dispatch_placement(root, msgs, True))),
         ]
+        if size == 1024:
+            long_run = msgs[: args.sync_long]
+            cases.append(("synclong", "SYNC_FLUSH   1 writer, 64 MiB and on          ",
+                          lambda r=long_run: asyncio.run(bench_writers(root, r, FlushDiskType.SYNC_FLUSH, 1, False))))
         for key, label, fn in cases:
             if only and key not in only:
                 continue

@@ -35,7 +35,7 @@ class ConsumeQueue:
                  *, preallocate: bool = True) -> None:
         self.topic = topic
         self.queue_id = queue_id
-        self.mfq = MappedFileQueue(directory, file_size, preallocate=preallocate)
+        self.mfq = MappedFileQueue(directory, file_size, preallocate=preallocate, small_flushes=True)
         self.min_logic_offset = 0  # bytes
         self.max_phys_end = 0  # phys + size of the last entry
         self.entries_per_file = file_size // CQ_UNIT_SIZE

@@ -95,7 +95,8 @@ class Dispatcher:
     def _cq_need(self, cq: ConsumeQueue, queue_offset: int) -> FileNeed:
         start = cq.file_start_for(queue_offset)
         create = functools.partial(MappedFile.create, cq.mfq.path_for(start), start,
-                                   cq.mfq.file_size, preallocate=cq.mfq.preallocate)
+                                   cq.mfq.file_size, preallocate=cq.mfq.preallocate,
+                                   advise_random=cq.mfq.small_flushes)
         return FileNeed(create, lambda mf: cq.attach(mf, queue_offset),
                         f"consume queue {cq.topic}-{cq.queue_id} file {start}")
 

@@ -62,7 +62,8 @@ class IndexFile:
     def create(cls, path: Path, slots: int, index_num: int, *, prev_end_phy: int = 0,
                prev_end_ts: int = 0, preallocate: bool = True) -> IndexFile:
         """Create a new empty index file continuing from the previous one.  Blocking."""
-        mf = MappedFile.create(path, 0, lay.file_size(slots, index_num), preallocate=preallocate)
+        mf = MappedFile.create(path, 0, lay.file_size(slots, index_num), preallocate=preallocate,
+                               advise_random=True)  # hash slots and chains: random, for good
         f = cls(mf, slots, index_num)
         f.begin_phy = f.end_phy = prev_end_phy
         f.begin_ts = f.end_ts = prev_end_ts
@@ -75,6 +76,7 @@ class IndexFile:
     def load(cls, path: Path, slots: int, index_num: int) -> IndexFile:
         """Map an existing index file.  Blocking."""
         mf = MappedFile.open_existing(path, 0, lay.file_size(slots, index_num))
+        mf.advise_random()  # hash slots and chains: read and written at random, for good
         return cls(mf, slots, index_num)
 
     @property

@@ -32,6 +32,8 @@ OS_PAGE_SIZE = 4096
 _ZERO_CHUNK = bytes(1 << 20)
 
 # madvise through ctypes: unlike mmap.madvise it releases the GIL while the kernel works.
+_MADV_NORMAL = 0
+_MADV_RANDOM = 1
 _MADV_WILLNEED = 3
 _MADV_DONTNEED = 4
 _MADV_POPULATE_READ = 22  # Linux >= 5.14
@@ -81,13 +83,14 @@ class MappedFile:
 
     @classmethod
     def create(cls, path: Path, start: int, size: int, *, preallocate: bool = True,
-               reserve: int | None = None) -> MappedFile:
+               reserve: int | None = None, advise_random: bool = False) -> MappedFile:
         """Create (or reuse an empty) file of ``size`` bytes and map it.  Blocking.
 
         With ``preallocate`` the first ``reserve`` bytes (all by default) get their disk blocks
         with posix_fallocate; the writer reserves the rest ahead of itself (``reserve``).  On a
         full disk that fails with OSError(ENOSPC) instead of a write into the mapping killing
         the process with SIGBUS (or writeback losing it).  Without it the file is sparse.
+        ``advise_random``: see ``advise_random``, for a file flushed after small appends.
         """
         path.parent.mkdir(parents=True, exist_ok=True)
         try:
@@ -112,6 +115,8 @@ class MappedFile:
             raise
         mf = cls(path, start, size, fd, mm)
         mf.reserved = reserved
+        if advise_random:
+            mf.advise_random()
         return mf
 
     @classmethod
@@ -260,18 +265,41 @@ class MappedFile:
                 log.debug("madvise populate failed: errno %d", err)
         self.populated = max(self.populated, end)
 
+    def advise_random(self) -> None:
+        """Turn off fault readahead on this mapping: for a file flushed after small appends
+        (the SYNC_FLUSH CommitLog, ConsumeQueues) while it is written, and index files for good.
+        Cheap; any thread.
+
+        Why: Linux (6.x, large folios) answers a page fault with readahead, whose page-cache
+        folios grow to 2 MiB as faults go on in order, and writeback writes a dirty folio
+        whole.  An append of 1 KiB followed by fdatasync then wrote up to 2 MiB: on the
+        reference VM a SYNC_FLUSH put's fdatasync wrote 1,092 KiB on average past the first
+        ~40 MiB of a file, against 5 KiB with this advice, whose faults (and
+        MADV_POPULATE_READ) make single pages (``benchmarks/store_bench.py --only synclong``).
+        Not for the ASYNC_FLUSH CommitLog: its flushes are large anyway, and single-page
+        faults cost its writer ~10 % of its appends.  ``advise_cold`` gives readahead back
+        once the writer has left, for lagging consumers' sequential reads.
+        """
+        self._advise(_MADV_RANDOM)
+
     def advise_cold(self) -> None:
         """Drop this mapping's resident pages; the page cache keeps them.  Blocking.
 
         Keeps the process RSS flat while the log grows: a file the writer has left is
-        only read by lagging consumers, who fault pages back in from the page cache.  On a
-        shared file mapping MADV_DONTNEED loses nothing, dirty pages included.
+        only read by lagging consumers, who fault pages back in from the page cache (with
+        readahead again: see ``advise_random``).  On a shared file mapping MADV_DONTNEED
+        loses nothing, dirty pages included.
         """
+        self._advise(_MADV_DONTNEED)
+        self._advise(_MADV_NORMAL)
+
+    def _advise(self, advice: int) -> None:
         if self.closed or _madvise is None:
             return
         if not self._address:
             self._address = _buffer_address(self.mm)
-        _madvise(self._address, self.size, _MADV_DONTNEED)
+        if _madvise(self._address, self.size, advice) != 0:
+            log.debug("madvise(%d) failed on %s: errno %d", advice, self.path.name, ctypes.get_errno())
 
     def close(self) -> bool:
         """Unmap and close.  False while slices are still exported (call again later)."""

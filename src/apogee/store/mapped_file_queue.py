@@ -29,8 +29,12 @@ class MappedFileQueue:
         preallocate: bool = True,
         executor: concurrent.futures.Executor | None = None,
         reserve_ahead: int | None = None,
+        small_flushes: bool = False,
     ) -> None:
         self.directory = directory
+        # Flushed after small appends (the SYNC_FLUSH CommitLog, ConsumeQueues): the file being
+        # written gets MappedFile.advise_random, which says why.
+        self.small_flushes = small_flushes
         self.file_size = file_size
         self.preallocate = preallocate
         self.reserve_ahead = reserve_ahead  # None: allocate whole files when created
@@ -58,6 +62,8 @@ class MappedFileQueue:
             if self.preallocate and self.reserve_ahead is not None:
                 mf.reserved = 0  # unknown: the writer reserves again from where it writes
             self.files.append(mf)
+        if self.files and self.small_flushes:
+            self.files[-1].advise_random()  # the one the writer goes on appending to
 
     # --- lookup ------------------------------------------------------------------------------
 
@@ -128,7 +134,8 @@ class MappedFileQueue:
             if not inline:
                 raise BlockingIOError("next mapped file not ready")
             mf = MappedFile.create(self.path_for(start), start, self.file_size,
-                                   preallocate=self.preallocate, reserve=self.reserve_ahead)
+                                   preallocate=self.preallocate, reserve=self.reserve_ahead,
+                                   advise_random=self.small_flushes)
         self.files.append(mf)
         self.preallocate_next()
         if self.executor is not None and len(self.files) >= 3:
@@ -156,7 +163,7 @@ class MappedFileQueue:
             return
         self._next = (start, self.executor.submit(
             MappedFile.create, self.path_for(start), start, self.file_size,
-            preallocate=self.preallocate, reserve=self.reserve_ahead,
+            preallocate=self.preallocate, reserve=self.reserve_ahead, advise_random=self.small_flushes,
         ))
 
     def discard_preallocated(self) -> None:

@@ -89,7 +89,8 @@ class MessageStore:
         # (420 MB, written sparsely) are left sparse.
         mfq = MappedFileQueue(config.commitlog_dir, config.mapped_file_size_commitlog,
                               preallocate=pre, executor=self.io.executor,
-                              reserve_ahead=config.populate_ahead_bytes or None)
+                              reserve_ahead=config.populate_ahead_bytes or None,
+                              small_flushes=config.flush_disk_type is FlushDiskType.SYNC_FLUSH)
         self.commitlog = CommitLog(config, mfq, clock=self.clock)
         self.consume_queues = ConsumeQueueTable(config.consume_queue_dir,
                                                 config.mapped_file_size_consume_queue,

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import ctypes
+import gc
 import os
 import resource
 from pathlib import Path
@@ -7,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from apogee.store.mapped_file import MappedFile, file_name
+from apogee.store.mapped_file_queue import MappedFileQueue
 
 
 def test_file_name_is_20_digits() -> None:
@@ -126,3 +129,53 @@ def test_reservation_follows_the_writer(tmp_path: Path) -> None:
     sparse = MappedFile.create(tmp_path / file_name(1 << 20), 1 << 20, 1 << 20, preallocate=False)
     assert sparse.reserved == 1 << 20 and os.stat(sparse.path).st_blocks == 0
     sparse.close()
+
+
+def _vm_flags(mf: MappedFile) -> set[str]:
+    """The kernel's VmFlags of the mapping behind ``mf`` (``rr``: random-read advice)."""
+    address = ctypes.addressof(ctypes.c_char.from_buffer(mf.mm))
+    gc.collect()  # the temporary buffer export above must not keep the mapping open
+    lines = Path("/proc/self/smaps").read_text().splitlines()
+    for i, line in enumerate(lines):
+        head = line.split()[0]
+        if "-" in head and all(c in "0123456789abcdef-" for c in head):
+            low, high = (int(x, 16) for x in head.split("-"))
+            if low <= address < high:
+                for flags in lines[i + 1 :]:
+                    if flags.startswith("VmFlags:"):
+                        return set(flags.split()[1:])
+    raise AssertionError("mapping not found in /proc/self/smaps")
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="Linux only")
+def test_a_file_flushed_after_small_appends_has_no_fault_readahead_until_the_writer_leaves(
+    tmp_path: Path,
+) -> None:
+    # Readahead would grow page-cache folios to 2 MiB, and every fdatasync after a 1 KiB
+    # append would write one back whole (see MappedFile.advise_random).
+    small = MappedFile.create(tmp_path / file_name(0), 0, 1 << 20, advise_random=True)
+    plain = MappedFile.create(tmp_path / file_name(1 << 20), 1 << 20, 1 << 20)
+    try:
+        assert "rr" in _vm_flags(small) and "rr" not in _vm_flags(plain)
+        small.advise_cold()  # the writer has left: lagging readers get readahead again
+        assert "rr" not in _vm_flags(small)
+    finally:
+        assert small.close() and plain.close()
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="Linux only")
+@pytest.mark.parametrize("small_flushes", [True, False])
+def test_a_queue_advises_the_file_its_writer_appends_to(tmp_path: Path, small_flushes: bool) -> None:
+    queue = MappedFileQueue(tmp_path, 1 << 16, small_flushes=small_flushes)
+    queue.add_file(0)
+    second = queue.add_file(1 << 16)
+    assert ("rr" in _vm_flags(second)) is small_flushes
+    for mf in queue:
+        assert mf.close()
+    reloaded = MappedFileQueue(tmp_path, 1 << 16, small_flushes=small_flushes)
+    reloaded.load()  # after a restart the writer goes on in the last file only
+    try:
+        assert [("rr" in _vm_flags(mf)) for mf in reloaded] == [False, small_flushes]
+    finally:
+        for mf in reloaded:
+            assert mf.close()
