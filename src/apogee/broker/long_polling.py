@@ -27,11 +27,15 @@ from apogee.remoting.limits import RateLimitedLog
 log = logging.getLogger("apogee.broker.long_polling")
 
 
-@dataclass
+@dataclass(slots=True)
 class _Waiter:
     offset: int
     future: asyncio.Future[bool]
     tag_matches: Callable[[int], bool] | None
+    key: tuple[str, int]
+    owner: object
+    timer: asyncio.TimerHandle | None = None
+    released: bool = False
 
 
 class PullRequestHoldService:
@@ -46,7 +50,7 @@ class PullRequestHoldService:
     def held(self) -> int:
         return sum(len(w) for w in self._waiting.values())
 
-    async def wait(
+    def hold(
         self,
         topic: str,
         queue_id: int,
@@ -55,11 +59,14 @@ class PullRequestHoldService:
         tag_matches: Callable[[int], bool] | None = None,
         *,
         owner: object = None,
-    ) -> bool:
-        """Wait until a message at ``offset`` or later may exist; False on timeout.
+    ) -> asyncio.Future[bool]:
+        """Hold a pull until a message at ``offset`` or later may exist: the future becomes
+        True then, False on timeout (or at shutdown).
 
-        ``owner`` (the pull's connection) is counted against ``max_per_connection``: above
-        it ``SystemBusyError`` is raised at once.
+        A future and not a coroutine, so the pull processor answers from the future's done
+        callback (``remoting.server.Deferred``): one callback after the dispatch that woke
+        it, with no task to step through.  ``owner`` (the pull's connection) is counted
+        against ``max_per_connection``: above it ``SystemBusyError`` is raised at once.
         """
         held = self._held_by.get(owner, 0)
         if held >= self.max_per_connection:
@@ -72,26 +79,39 @@ class PullRequestHoldService:
                 "pull again later",
             )
         loop = asyncio.get_running_loop()
-        waiter = _Waiter(offset, loop.create_future(), tag_matches)
         key = (topic, queue_id)
+        waiter = _Waiter(offset, loop.create_future(), tag_matches, key, owner)
         self._waiting.setdefault(key, []).append(waiter)
-        timer = loop.call_later(timeout_s, _finish, waiter.future, False)
         self._held_by[owner] = held + 1
-        try:
-            return await waiter.future
-        finally:
-            timer.cancel()
-            left = self._held_by[owner] - 1
-            if left:
-                self._held_by[owner] = left
-            else:
-                del self._held_by[owner]
-            waiters = self._waiting.get(key)
-            if waiters is not None:
-                with contextlib.suppress(ValueError):
-                    waiters.remove(waiter)
-                if not waiters:
-                    del self._waiting[key]
+        waiter.timer = loop.call_later(timeout_s, self._answer, waiter, False)
+        waiter.future.add_done_callback(lambda _: self._release(waiter))  # cancelled from outside
+        return waiter.future
+
+    def _answer(self, waiter: _Waiter, woken: bool) -> None:
+        """Release the waiter's slot, then complete its future: whoever awaits it finds the
+        counts already updated."""
+        self._release(waiter)
+        if not waiter.future.done():
+            waiter.future.set_result(woken)
+
+    def _release(self, waiter: _Waiter) -> None:
+        if waiter.released:
+            return
+        waiter.released = True
+        if waiter.timer is not None:
+            waiter.timer.cancel()
+        owner = waiter.owner
+        left = self._held_by[owner] - 1
+        if left:
+            self._held_by[owner] = left
+        else:
+            del self._held_by[owner]
+        waiters = self._waiting.get(waiter.key)
+        if waiters is not None:
+            with contextlib.suppress(ValueError):
+                waiters.remove(waiter)
+            if not waiters:
+                del self._waiting[waiter.key]
 
     def notify(self, topic: str, queue_id: int, max_offset: int, tags_code: int | None = None) -> None:
         """A message was dispatched to (topic, queue_id); ``max_offset`` is the new end."""
@@ -102,15 +122,11 @@ class PullRequestHoldService:
             if max_offset > waiter.offset and (
                 tags_code is None or waiter.tag_matches is None or waiter.tag_matches(tags_code)
             ):
-                _finish(waiter.future, True)
+                self._answer(waiter, True)
 
     def wake_all(self) -> None:
         """Answer every held request now (shutdown)."""
-        for waiters in self._waiting.values():
-            for waiter in waiters:
-                _finish(waiter.future, False)
+        for waiters in list(self._waiting.values()):
+            for waiter in list(waiters):
+                self._answer(waiter, False)
 
-
-def _finish(future: asyncio.Future[bool], value: bool) -> None:
-    if not future.done():
-        future.set_result(value)

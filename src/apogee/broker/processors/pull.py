@@ -13,7 +13,6 @@ suggestion and what a slave answers differently follow ``broker.pull_rules``.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable
 
 from apogee.broker.clients import ClientManager
 from apogee.broker.config import BrokerAddress, BrokerConfig
@@ -35,7 +34,7 @@ from apogee.remoting.headers.pull import (
     PullMessageRequestHeader,
     PullMessageResponseHeader,
 )
-from apogee.remoting.server import RequestDispatcher
+from apogee.remoting.server import Deferred, RequestDispatcher
 from apogee.store.message_store import MessageStore
 from apogee.store.results import GetResult, GetStatus, MessageFilter, TagCodeFilter
 
@@ -103,8 +102,8 @@ class PullProcessor:
     def register_with(self, dispatcher: RequestDispatcher) -> None:
         dispatcher.register(RequestCode.PULL_MESSAGE, self.pull)
 
-    def pull(self, conn: Connection, req: RemotingCommand) -> RemotingCommand | Awaitable[RemotingCommand]:
-        """Answer at once when possible; return a coroutine only when the pull must wait."""
+    def pull(self, conn: Connection, req: RemotingCommand) -> RemotingCommand | Deferred:
+        """Answer at once when possible; a ``Deferred`` answer when the pull is held."""
         h = PullMessageRequestHeader.decode(req.ext_fields)
         prepared = self._prepare(req, h)
         if isinstance(prepared, RemotingCommand):
@@ -119,22 +118,31 @@ class PullProcessor:
             return self._hold(conn, req, h, message_filter)
         return self._response(req, h, result)
 
-    async def _hold(
+    def _hold(
         self, conn: Connection, req: RemotingCommand, h: PullMessageRequestHeader, message_filter: MessageFilter
-    ) -> RemotingCommand:
+    ) -> Deferred:
+        """Hold a pull that found nothing; answer it when a message arrives or it times out.
+
+        The read that found nothing ran in this same callback, so no message can have been
+        dispatched in between: the waiter is registered before anything else runs.  The
+        answer is read in the future's done callback, right after the dispatch that woke it;
+        what it reads was just written, so it is in memory (no cold read to page in).
+        """
         if self._config.long_polling_enable:
             timeout_ms = h.suspend_timeout_millis
         else:
             timeout_ms = self._config.short_polling_time_ms
         timeout_ms = max(0, min(timeout_ms, 60_000))
-        # This task starts a loop turn after the empty read: a message dispatched in between
-        # notified nobody, so look again before waiting (no await until the waiter is registered).
-        if self._store.get_max_offset_in_queue(h.topic, h.queue_id) <= h.queue_offset:
-            await self._long_polling.wait(
-                h.topic, h.queue_id, h.queue_offset, timeout_ms / 1000, message_filter.is_matched_by_consume_queue,
-                owner=conn,
-            )
-        result = await self._store.get_message_async(
+        held = self._long_polling.hold(
+            h.topic, h.queue_id, h.queue_offset, timeout_ms / 1000, message_filter.is_matched_by_consume_queue,
+            owner=conn,
+        )
+        return Deferred(held, lambda _woken: self._answer_held(req, h, message_filter))
+
+    def _answer_held(
+        self, req: RemotingCommand, h: PullMessageRequestHeader, message_filter: MessageFilter
+    ) -> RemotingCommand:
+        result = self._store.get_message(
             h.consumer_group, h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, message_filter=message_filter
         )
         return self._response(req, h, result)

@@ -18,6 +18,7 @@ from apogee.remoting.bodies.route import TopicConfigData
 from apogee.remoting.codes import RequestCode, ResponseCode
 from apogee.remoting.command import RemotingCommand
 from apogee.remoting.headers.pull import FLAG_COMMIT_OFFSET, FLAG_SUBSCRIPTION, PullMessageRequestHeader
+from apogee.remoting.server import Deferred
 from apogee.store.inner import InnerMessage
 from tests.support.wire import pull_request
 from tests.unit.broker.harness import Tables, answered, connection
@@ -93,15 +94,15 @@ async def test_a_held_pull_is_answered_when_a_message_arrives(tables: Tables, to
     tables.store.add_arrival_listener(
         lambda t, q, max_offset, code, props: tables.long_polling.notify(t, q, max_offset, code)
     )
-    waiting = processor(tables).pull(connection(), pull_request(topic, 0, 0, group="CG", suspend_ms=30_000))
-    assert asyncio.iscoroutine(waiting)
-    task = asyncio.ensure_future(waiting)
-    while tables.long_polling.held == 0:
-        await asyncio.sleep(0)
-    assert not task.done()
+    held = processor(tables).pull(connection(), pull_request(topic, 0, 0, group="CG", suspend_ms=30_000))
+    # Held at once, in the callback that found the queue empty: nothing can slip in between.
+    assert isinstance(held, Deferred) and tables.long_polling.held == 1
+    assert not held.future.done()
     await put(tables, topic, b"late")
-    answer = await asyncio.wait_for(task, 10)
+    answer = held.answer(await asyncio.wait_for(held.future, 10))
+    assert isinstance(answer, RemotingCommand)
     assert answer.code == ResponseCode.SUCCESS and decode_records(answer.body_bytes())[0].body == b"late"
+    assert tables.long_polling.held == 0
 
 
 async def test_a_pull_may_commit_the_consumers_offset(tables: Tables, topic: str) -> None:
