@@ -253,6 +253,8 @@ class LitePullConsumer(ConsumerBase):
                 if result.messages:
                     pq.put(result.messages)
                     ready.put_nowait(_Fetched(mq, generation, result.messages))
+                    # Let a waiting poll() hand them out before this loop writes its next pull.
+                    await asyncio.sleep(0)
             elif result.status is PullStatus.OFFSET_ILLEGAL:
                 log.warning(
                     "%s: offset %d of %s is illegal (queue holds %d..%d); continuing from %d as the broker says",
