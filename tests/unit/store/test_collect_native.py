@@ -149,7 +149,8 @@ def test_the_usual_pull_takes_the_c_path(records: list[tuple[int, int]], max_msg
         entries.append((pos, size, tags))
         pos += size + 13  # other queues' records in between
     clog = _CommitLog([_File(1 << 30, data, pos - (1 << 30))], 0, pos)
-    reader = _reader(clog, 1 << 30)
+    # Only max_msgs limits the pull here: the in-memory count cap (32 by default) is above it.
+    reader = _reader(clog, 1 << 30, max_transfer_count_on_message_in_memory=64)
     cq = b"".join(_UNIT.pack(*e) for e in entries)
     with pytest.MonkeyPatch.context() as monkeypatch:
         fast, slow = _both(reader, cq, 5, max_msgs, 1 << 62, message_filter, monkeypatch)
