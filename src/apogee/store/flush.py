@@ -1,10 +1,11 @@
 """Flushing: group commit (SYNC_FLUSH), periodic flush (ASYNC_FLUSH), ConsumeQueue/index flush.
 
 Group commit.  A SYNC_FLUSH put appends, then waits on a future for "CommitLog durable up to
-my end offset".  At most one fdatasync is in flight, on the I/O thread; the requests that
-arrive meanwhile wait for the next one, which covers all of them, so N concurrent writers
-share one fsync.  The flusher reads each file's ``wrote`` on the I/O thread *after* being
-submitted, so every put resolved by a flush had its bytes in the mapping before the fsync.
+my end offset".  At most one fdatasync is in flight, on the CommitLog's flush thread, which
+goes on flushing back to back while more is written; the requests that arrive meanwhile wait
+for the next one, which covers all of them, so N concurrent writers share one fsync.  The
+flusher reads each file's ``wrote`` on its thread *before* each fdatasync, so every put
+resolved by a flush had its bytes in the mapping before the fsync.
 
 A request not resolved within ``syncFlushTimeout`` gets FLUSH_DISK_TIMEOUT (one timer for the
 oldest request; the waiter table is ``waiters.OffsetWaiters``, shared with SYNC_MASTER's wait
@@ -20,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import time
 from collections.abc import Callable
 
 from apogee.common.histogram import FLUSH_BOUNDS, Histogram
@@ -65,25 +67,49 @@ class GroupCommit:
 
     def _start(self) -> None:
         self._inflight = True
-        ts = self._commitlog.last_store_ts
-        t0 = self._loop.time()
-        cf = self._io.submit(self._commitlog.mfq.flush)
-        cf.add_done_callback(lambda f: self._loop.call_soon_threadsafe(self._done, f, ts, t0))
+        cf = self._io.submit(self._flush_while_written)
+        cf.add_done_callback(lambda f: self._loop.call_soon_threadsafe(self._finished, f))
 
-    def _done(self, cf: concurrent.futures.Future[int], ts: int, t0: float) -> None:
-        self._inflight = False
+    def _flush_while_written(self) -> int:
+        """On the flush thread: fdatasync, hand the durable offset to the loop at once, and
+        fdatasync again right away while more was written meanwhile.
+
+        Why not one fdatasync per submission: the next one would start only after the loop
+        ran this one's callback and the thread woke again (two cross-thread wake-ups, ~120
+        us at the median here and ~800 us at p99 under load), and every put that arrived
+        during a flush waited for that too.  A put's bytes are in the mapping before it
+        waits, and ``MappedFile.flush`` reads ``wrote`` before its fdatasync, so a flush
+        started after the put covers it; the loop resolves waiters from the offsets posted.
+        """
+        commitlog = self._commitlog
+        mfq = commitlog.mfq
+        post = self._loop.call_soon_threadsafe
+        durable = -1
+        while True:
+            ts = commitlog.last_store_ts  # read first: at most the last flushed record's
+            t0 = time.monotonic()
+            before, durable = durable, mfq.flush()
+            post(self._flushed, durable, ts, t0)
+            # Stop when nothing more was written, or when a flush made no progress (a file
+            # closed under it at shutdown): never spin.
+            if mfq.max_offset <= durable or durable <= before:
+                return durable
+
+    def _flushed(self, durable: int, ts: int, t0: float) -> None:
         self.fsyncs += 1
-        self.latency.observe(self._loop.time() - t0)
+        self.latency.observe(time.monotonic() - t0)
+        self._on_flushed(durable, ts)
+        self.resolve(durable)
+
+    def _finished(self, cf: concurrent.futures.Future[int]) -> None:
+        self._inflight = False
         exc = cf.exception()
         if exc is not None:
             log.error("CommitLog fdatasync failed: %s", exc)
             self._waiters.fail_all(PutStatus.FLUSH_DISK_FAILED)
             self._on_error(exc)
             return
-        durable = cf.result()
-        self._on_flushed(durable, ts)
-        self.resolve(durable)
-        if self._waiters:
+        if self._waiters:  # a put that came after the thread's last look
             self._start()
 
     def resolve(self, durable: int) -> None:
