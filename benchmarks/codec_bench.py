@@ -2,6 +2,11 @@
 
 Run: .venv/bin/python benchmarks/codec_bench.py [--seconds 1.0] [--runs 5]
 Prints the median of several timed runs; compare ratios within one run (the machine is noisy).
+
+``--large``: instead, a producer's auto-batch (one 563 KB SEND_BATCH_MESSAGE frame) read in
+64 KiB pieces, as the broker reads it, in microseconds per frame -- with the allocator
+thresholds the servers set (``cli/allocator.py``), or glibc's defaults with
+``--default-allocator`` (run both: the setting is process-wide).
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ import argparse
 import statistics
 import time
 
+from apogee.cli.allocator import keep_large_blocks
 from apogee.common import message_codec as mc
 from apogee.common.accel import native
 from apogee.remoting.codec import FrameDecoder, encode, encode_bytes
@@ -58,7 +64,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seconds", type=float, default=1.0)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--large", action="store_true", help="large frames read in pieces (see above)")
+    parser.add_argument("--default-allocator", action="store_true", help="with --large: glibc's defaults")
     args = parser.parse_args()
+    if args.large:
+        large_frames(args)
+        return
     print(f"{'serialize':<10}{'op':<22}{'frames/s (median)':>20}{'MB/s':>10}")
     for stype in (SerializeType.JSON, SerializeType.ROCKETMQ):
         cmd = send_request(stype)
@@ -80,6 +91,31 @@ def main() -> None:
             med = statistics.median(runs)
             print(f"{stype.name:<10}{label:<22}{med:>20,.0f}{med * len(frame) / 1e6:>10.1f}")
     pull_body_decode(args)
+
+
+def large_frames(args: argparse.Namespace) -> None:
+    allocator = "glibc defaults" if args.default_allocator else "the servers' thresholds"
+    if not args.default_allocator and not keep_large_blocks():
+        allocator = "glibc defaults (mallopt unavailable)"
+    cmd = send_request(SerializeType.JSON)
+    cmd.code = RequestCode.SEND_BATCH_MESSAGE
+    cmd.body = b"x" * 563_000
+    stream = encode_bytes(cmd) * 20
+    pieces = [stream[i : i + 65536] for i in range(0, len(stream), 65536)]
+
+    def once() -> float:
+        decoder = FrameDecoder(max_frame_size=16 << 20)
+        frames = 0
+        t0 = time.perf_counter()
+        for _ in range(5):
+            for piece in pieces:
+                frames += len(decoder.feed(piece))
+        return (time.perf_counter() - t0) / frames * 1e6
+
+    once()  # warm-up
+    runs = [once() for _ in range(args.runs)]
+    print(f"563 KB frames read in 64 KiB pieces, {allocator}: {statistics.median(runs):,.1f} us per frame "
+          f"(median of {args.runs})")
 
 
 def pull_body_decode(args: argparse.Namespace) -> None:

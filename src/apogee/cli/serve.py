@@ -15,6 +15,7 @@ import signal
 import sys
 from collections.abc import Awaitable, Callable
 
+from apogee.cli.allocator import keep_large_blocks
 from apogee.cli.status import ExitStatus
 from apogee.errors import ApogeeError
 from apogee.remoting.loop import run
@@ -37,6 +38,7 @@ def serve(
 ) -> ExitStatus:
     """Run ``start`` (returns the ready line), wait for a signal, then run ``stop``;
     ``reload`` runs on the loop at each SIGHUP."""
+    keep_large_blocks()  # before the first large frame: see cli/allocator.py
 
     async def main() -> ExitStatus:
         loop = asyncio.get_running_loop()
