@@ -105,6 +105,20 @@ async def test_a_held_pull_is_answered_when_a_message_arrives(tables: Tables, to
     assert tables.long_polling.held == 0
 
 
+async def test_a_connection_over_its_held_pulls_is_answered_system_busy(tables: Tables, topic: str) -> None:
+    tables.long_polling.max_per_connection = 1
+    conn = connection()
+    puller = processor(tables)
+    held = puller.pull(conn, pull_request(topic, 0, 0, group="CG", suspend_ms=30_000))
+    assert isinstance(held, Deferred)
+    refused = await answered(puller.pull, conn, pull_request(topic, 1, 0, group="CG", suspend_ms=30_000))
+    assert refused.code == ResponseCode.SYSTEM_BUSY and "maxHeldPullsPerConnection" in (refused.remark or "")
+    other = puller.pull(connection(("127.0.0.1", 5556)), pull_request(topic, 1, 0, group="CG", suspend_ms=30_000))
+    assert isinstance(other, Deferred)  # another connection still holds its own
+    tables.long_polling.wake_all()
+    assert held.answer(await held.future).code == ResponseCode.PULL_NOT_FOUND
+
+
 async def test_a_pull_may_commit_the_consumers_offset(tables: Tables, topic: str) -> None:
     await put(tables, topic, b"x")
     await answered(processor(tables).pull, connection(), pull(sys_flag=FLAG_SUBSCRIPTION | FLAG_COMMIT_OFFSET,
