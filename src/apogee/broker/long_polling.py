@@ -35,7 +35,6 @@ class _Waiter:
     key: tuple[str, int]
     owner: object
     timer: asyncio.TimerHandle | None = None
-    released: bool = False
 
 
 class PullRequestHoldService:
@@ -83,8 +82,9 @@ class PullRequestHoldService:
         waiter = _Waiter(offset, loop.create_future(), tag_matches, key, owner)
         self._waiting.setdefault(key, []).append(waiter)
         self._held_by[owner] = held + 1
+        # Every way out goes through _answer, once: the timer, notify and wake_all.  A future
+        # cancelled from outside keeps its slot until its timer answers (and releases) it.
         waiter.timer = loop.call_later(timeout_s, self._answer, waiter, False)
-        waiter.future.add_done_callback(lambda _: self._release(waiter))  # cancelled from outside
         return waiter.future
 
     def _answer(self, waiter: _Waiter, woken: bool) -> None:
@@ -95,9 +95,6 @@ class PullRequestHoldService:
             waiter.future.set_result(woken)
 
     def _release(self, waiter: _Waiter) -> None:
-        if waiter.released:
-            return
-        waiter.released = True
         if waiter.timer is not None:
             waiter.timer.cancel()
         owner = waiter.owner

@@ -94,9 +94,7 @@ class Dispatcher:
 
     def _cq_need(self, cq: ConsumeQueue, queue_offset: int) -> FileNeed:
         start = cq.file_start_for(queue_offset)
-        create = functools.partial(MappedFile.create, cq.mfq.path_for(start), start,
-                                   cq.mfq.file_size, preallocate=cq.mfq.preallocate,
-                                   advise_random=cq.mfq.small_flushes)
+        create = functools.partial(cq.mfq.create_file, start)
         return FileNeed(create, lambda mf: cq.attach(mf, queue_offset),
                         f"consume queue {cq.topic}-{cq.queue_id} file {start}")
 

@@ -254,13 +254,12 @@ class MappedFile:
         end = min(end, self.size)
         if end <= begin:
             return
-        if not self._address:
-            self._address = _buffer_address(self.mm)
-        if _madvise(self._address + begin, end - begin, _populate_advice) != 0:
+        address = self._mapping_address()
+        if _madvise(address + begin, end - begin, _populate_advice) != 0:
             err = ctypes.get_errno()
             if _populate_advice == _MADV_POPULATE_READ and err == errno.EINVAL:  # old kernel
                 _populate_advice = _MADV_WILLNEED
-                _madvise(self._address + begin, end - begin, _populate_advice)
+                _madvise(address + begin, end - begin, _populate_advice)
             else:
                 log.debug("madvise populate failed: errno %d", err)
         self.populated = max(self.populated, end)
@@ -296,10 +295,13 @@ class MappedFile:
     def _advise(self, advice: int) -> None:
         if self.closed or _madvise is None:
             return
+        if _madvise(self._mapping_address(), self.size, advice) != 0:
+            log.debug("madvise(%d) failed on %s: errno %d", advice, self.path.name, ctypes.get_errno())
+
+    def _mapping_address(self) -> int:
         if not self._address:
             self._address = _buffer_address(self.mm)
-        if _madvise(self._address, self.size, advice) != 0:
-            log.debug("madvise(%d) failed on %s: errno %d", advice, self.path.name, ctypes.get_errno())
+        return self._address
 
     def close(self) -> bool:
         """Unmap and close.  False while slices are still exported (call again later)."""

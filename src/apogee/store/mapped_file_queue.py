@@ -115,6 +115,12 @@ class MappedFileQueue:
     def path_for(self, start: int) -> Path:
         return self.directory / file_name(start)
 
+    def create_file(self, start: int) -> MappedFile:
+        """Create this queue's file starting at ``start``, as the queue's settings say (not yet
+        appended: ``add_file`` or ``attach`` does that).  Blocking."""
+        return MappedFile.create(self.path_for(start), start, self.file_size, preallocate=self.preallocate,
+                                 reserve=self.reserve_ahead, advise_random=self.small_flushes)
+
     def add_file(self, start: int, *, inline: bool = True) -> MappedFile:
         """Create the file starting at ``start`` and append it.
 
@@ -133,9 +139,7 @@ class MappedFileQueue:
         if mf is None:
             if not inline:
                 raise BlockingIOError("next mapped file not ready")
-            mf = MappedFile.create(self.path_for(start), start, self.file_size,
-                                   preallocate=self.preallocate, reserve=self.reserve_ahead,
-                                   advise_random=self.small_flushes)
+            mf = self.create_file(start)
         self.files.append(mf)
         self.preallocate_next()
         if self.executor is not None and len(self.files) >= 3:
@@ -161,10 +165,7 @@ class MappedFileQueue:
         start = self.files[-1].end
         if self._next is not None:
             return
-        self._next = (start, self.executor.submit(
-            MappedFile.create, self.path_for(start), start, self.file_size,
-            preallocate=self.preallocate, reserve=self.reserve_ahead, advise_random=self.small_flushes,
-        ))
+        self._next = (start, self.executor.submit(self.create_file, start))
 
     def discard_preallocated(self) -> None:
         """Delete a pre-created file that was never used (shutdown)."""
