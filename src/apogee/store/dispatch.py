@@ -12,10 +12,11 @@ file stops and returns a ``FileNeed``; the driver creates the file on the I/O th
 again (the record is retried; puts are idempotent).
 
 Each record comes from the append's *hint* when one is queued for its offset (no decoding),
-else it is decoded from the mapped CommitLog (a slave's replicated bytes, after recovery, or
-when hints overflowed): with the C extension, ``native.scan_dispatch`` reads a whole span of
-records in one call (one ConsumeQueue run per queue, the index entries of all), declining any
-record it does not take to ``_decode``, the reference.
+else it is decoded from the mapped CommitLog (single sends stored in C, which leave no hint,
+a slave's replicated bytes, the log after recovery, or when hints overflowed): with the C
+extension, ``native.scan_dispatch`` reads a whole span of records in one call (one
+ConsumeQueue run per queue, the index entries of all), declining any record it does not take
+to ``_decode``, the reference.
 """
 
 from __future__ import annotations
