@@ -19,6 +19,9 @@ prints the median of the runs.  Cases:
 * read: ``get_message`` over every queue in batches of 32 (zero-copy slices).
 * batch: client batch bodies of 256 messages put as the broker puts SEND_BATCH_MESSAGE, through
   the pure-Python path and, when built, the C path (``apogee._native``), then dispatched.
+* single: (C path) single messages stored as the broker stores a SEND_MESSAGE_V2 of a client
+  that does not batch (``put_plain_nowait``), 1, 4 or 16 per loop turn, each turn followed
+  by a dispatch pass (hints, or from ``dispatch.SCAN_SINGLES_FROM`` on one scan).
 
 Rates are wall-clock; ``/cpu-s`` rates divide by the CPU time of the event-loop thread only
 (``time.thread_time``), which stays meaningful when other processes share the machine.
@@ -39,7 +42,7 @@ from pathlib import Path
 from apogee.common.accel import native
 from apogee.common.message_codec import decode_batch, encode_batch_py
 from apogee.common.uniq_id import UniqIdGenerator
-from apogee.store import FlushDiskType, InnerBatch, InnerMessage, MessageStore, StoreConfig
+from apogee.store import FlushDiskType, InnerBatch, InnerMessage, MessageStore, PlainMessage, StoreConfig
 
 QUEUES = 8
 TOPIC = "BenchTopic"
@@ -85,6 +88,35 @@ async def bench_append_nowait(root: Path, msgs: list[InnerMessage]) -> dict[str,
         return {"append/s": n / (t1 - t0), "MB/s": nbytes / (t1 - t0) / 1e6,
                 "append/cpu-s": n / (c1 - c0), "dispatch/s": n / (t2 - t1),
                 "dispatch/cpu-s": n / (c2 - c1)}
+
+
+async def bench_singles(root: Path, msgs: list[InnerMessage], turn: int) -> dict[str, float]:
+    """Single messages stored as the broker stores a Java/C++ client's SEND_MESSAGE_V2
+    (``put_plain_nowait``, the C path), ``turn`` puts per loop turn and then the turn's
+    dispatch pass, as a broker serving that many pipelined requests per socket read does;
+    the CPU of the loop thread per message covers both."""
+    fresh(root)
+    extra = b"CLUSTER\x01DefaultCluster"
+    plain = []
+    for m in msgs:
+        sent = ("WAIT\x01true\x02" + m.properties).replace("\x02CLUSTER\x01DefaultCluster", "").encode()  # type: ignore[operator]
+        size = native.scan_single(sent, extra)
+        assert size is not None
+        plain.append(PlainMessage(m.topic, m.queue_id, m.body, sent, extra, size, 0, 0, 77, ("10.0.0.2", 50000),
+                                  ("10.0.0.1", 10911), 0))
+    async with MessageStore(make_config(root, FlushDiskType.ASYNC_FLUSH)) as store:
+        put = store.put_plain_nowait
+        put(plain[0])  # the first file is created (and fallocated) inline on the first put
+        await store.wait_dispatched()
+        t0, c0 = time.perf_counter(), time.thread_time()
+        for start in range(1, len(plain), turn):
+            for m in plain[start : start + turn]:
+                put(m)
+            await store.wait_dispatched()  # the turn's dispatch pass
+        await store.wait_dispatched()
+        t1, c1 = time.perf_counter(), time.thread_time()
+        n = len(plain) - 1
+        return {"put+dispatch/s": n / (t1 - t0), "loop CPU ns/msg": (c1 - c0) / n * 1e9}
 
 
 def make_batches(msgs: list[InnerMessage], per_batch: int) -> list[tuple[int, bytes]]:
@@ -330,6 +362,9 @@ def main() -> None:
         if native is not None:
             cases.append(("batch", "ASYNC_FLUSH batches of 256, C path (_native) ",
                           lambda b=batches: asyncio.run(bench_batches(root, b, True))))
+            for turn in (1, 4, 16):
+                cases.append(("single", f"ASYNC_FLUSH single sends, C path, {turn:>2}/turn  ",
+                              lambda msgs=msgs, t=turn: asyncio.run(bench_singles(root, msgs, t))))
         cases += [
             ("nowait", "ASYNC_FLUSH  1 writer  put_message_nowait        ",
              lambda msgs=msgs: asyncio.run(bench_append_nowait(root, msgs))),

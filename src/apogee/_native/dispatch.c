@@ -1,7 +1,7 @@
 /*
- * The dispatcher's reading of CommitLog records it has no hint for (single sends, a slave's
- * replicated bytes, the log after recovery, a master whose hints overflowed): scan_dispatch,
- * record_ends.
+ * The dispatcher's reading of CommitLog records it has no hint for (a slave's replicated
+ * bytes, the log after recovery, a master whose hints overflowed) or reads in one go (single
+ * sends queued together): scan_dispatch, record_ends.
  *
  * The bytes are untrusted (a slave's come from the master's HA stream): every field is
  * checked against the span before it is used.  The rule is records.c's: anything unusual (a

@@ -431,7 +431,7 @@ class CommitLog:
     ) -> PutResult:
         """Append ``count`` records written in C by ``write`` (``native.write_batch`` or
         ``write_single``, called as ``write(mm, pos, *head, queue_offset, phys, *mid, store_ts,
-        *tail)``) and, for more than one, leave their run hint."""
+        *tail)``) and leave their run hint."""
         with self._lock:
             mf = self._file_for_locked(total)
             if mf.__class__ is not MappedFile:
@@ -450,14 +450,8 @@ class CommitLog:
                 return self._unwrite_locked(mf, pos, total, exc)
             mf.wrote = pos + total
             self.topic_queue_table[key] = qoff + count
-            # A run of several records leaves a hint: the dispatcher applies it without reading
-            # the records.  A single record (``put_plain``, the Java/C++/Go clients' send) leaves
-            # none: the dispatcher reads the records queued since its last pass in one
-            # ``native.scan_dispatch`` call, one ConsumeQueue write per queue and one index call
-            # for all, where a hint each cost a pass of Python per message (broker CPU per
-            # pipelined single send 19.3 -> 14.5 us, ``benchmarks/broker_cpu_bench.py``).
             hints = self.hints
-            if count > 1 and len(hints) < self.hint_capacity:
+            if len(hints) < self.hint_capacity:
                 hints.append((phys, total, topic, queue_id, qoff, count, cq, tags, now, sysflag, index_entries))
         return PutResult(PutStatus.PUT_OK, phys, total, qoff, now, count, store_ip, store_port, msg_id=msg_ids)
 

@@ -12,16 +12,20 @@ file stops and returns a ``FileNeed``; the driver creates the file on the I/O th
 again (the record is retried; puts are idempotent).
 
 Each record comes from the append's *hint* when one is queued for its offset (no decoding),
-else it is decoded from the mapped CommitLog (single sends stored in C, which leave no hint,
-a slave's replicated bytes, the log after recovery, or when hints overflowed): with the C
-extension, ``native.scan_dispatch`` reads a whole span of records in one call (one
-ConsumeQueue run per queue, the index entries of all), declining any record it does not take
-to ``_decode``, the reference.
+else it is decoded from the mapped CommitLog (a slave's replicated bytes, the log after
+recovery, or when hints overflowed): with the C extension, ``native.scan_dispatch`` reads a
+whole span of records in one call (one ConsumeQueue run per queue, the index entries of all),
+declining any record it does not take to ``_decode``, the reference.  Several single sends
+stored in C queued at once (pipelined SEND_MESSAGE_V2 of clients that do not batch) are read
+that way too, their hints dropped: one scan costs less than a pass of Python per hint
+(``benchmarks/store_bench.py --only single``).
 """
 
 from __future__ import annotations
 
+import collections
 import functools
+import itertools
 import logging
 import struct
 from collections.abc import Callable
@@ -52,6 +56,15 @@ _QUEUED = frozenset((_NOT, _COMMIT))
 _KEYS = c.PROPERTY_KEYS
 _UNIQ = c.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 _RUN_HINT_LEN = 11  # see CommitLog: a whole client batch written by the C path
+
+
+SCAN_SINGLES_FROM = 4  # single sends queued from which one scan reads them (store_bench --only single)
+
+
+def _singles_lead(hints: collections.deque[tuple[Any, ...]]) -> bool:
+    """The first ``SCAN_SINGLES_FROM`` hints are C-path records of one message each
+    (``put_plain``)."""
+    return all(len(hint) == _RUN_HINT_LEN and hint[5] == 1 for hint in itertools.islice(hints, SCAN_SINGLES_FROM))
 
 
 class FileNeed:
@@ -125,6 +138,15 @@ class Dispatcher:
                     result = MORE
                     break
                 hint = hints[0] if hints else None
+                if (len(hints) >= SCAN_SINGLES_FROM and native is not None and hints[0][0] == pos
+                        and _singles_lead(hints)):
+                    # Single sends (the Java/C++/Go clients' SEND_MESSAGE_V2) queued since the
+                    # last pass: one scan_dispatch reads them all, one ConsumeQueue write per
+                    # queue and one index call, where each hint would cost a pass of Python.
+                    # Fewer keep their hints (the scan's setup costs more than it saves).
+                    while hints and len(hints[0]) == _RUN_HINT_LEN and hints[0][5] == 1:
+                        hints.popleft()
+                    hint = None
                 if hint is not None and hint[0] == pos:
                     if len(hint) == _RUN_HINT_LEN:  # a batch written by the C path
                         if pos + hint[1] > limit:

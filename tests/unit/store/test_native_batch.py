@@ -16,6 +16,7 @@ import pytest
 from apogee.common import message_codec as mc
 from apogee.common.accel import native
 from apogee.store import InnerBatch, InnerMessage, MessageStore, PlainMessage, StoreConfig
+from apogee.store.dispatch import SCAN_SINGLES_FROM
 
 pytestmark = pytest.mark.skipif(native is None, reason="apogee._native is not built")
 
@@ -89,13 +90,18 @@ async def test_c_batches_leave_identical_files(store_config: Callable[..., Store
     assert len([n for n in files_c if n.startswith("index")]) > 3  # crossed index files
 
 
-async def _fill_singles(cfg: StoreConfig, batches: list[tuple[str, int, bytes]], c_path: bool) -> None:
+async def _fill_singles(
+    cfg: StoreConfig, batches: list[tuple[str, int, bytes]], c_path: bool, per_pass: int | None = None
+) -> None:
     """Every batch item sent as a single message: through ``put_plain_nowait`` (the broker's C
-    path, properties as the client sent them plus WAIT) or as the full path's InnerMessage."""
+    path, properties as the client sent them plus WAIT) or as the full path's InnerMessage.
+    ``per_pass``: dispatch after every that many puts (their hints, or one scan of the records
+    from ``dispatch.SCAN_SINGLES_FROM`` on); None: once at the end."""
     ticks = iter(range(1_700_000_000_000, 1_800_000_000_000, 700))
     store = MessageStore(cfg, clock=lambda: next(ticks))
     await store.start()
     extra = b"CLUSTER\x01DefaultCluster"
+    puts = 0
     for topic, qid, body in batches:
         for item in mc.decode_batch(body):
             sent = "WAIT\x01true\x02" + item.properties if item.properties else "WAIT\x01true"
@@ -113,14 +119,22 @@ async def _fill_singles(cfg: StoreConfig, batches: list[tuple[str, int, bytes]],
                     topic, qid, item.body, item.flag, mc.properties_to_string(props), born_timestamp=77,
                     born_host=("10.0.0.2", 1), store_host=("10.0.0.1", 2)))
             assert result.ok and result.msg_num == 1
+            puts += 1
+            if per_pass is not None and puts % per_pass == 0:
+                await store.wait_dispatched()
     await store.wait_dispatched()
     await store.shutdown()
 
 
-async def test_c_single_sends_leave_identical_files(store_config: Callable[..., StoreConfig], tmp_path: Path) -> None:
+@pytest.mark.parametrize("per_pass", [None, 1, SCAN_SINGLES_FROM - 1, SCAN_SINGLES_FROM])
+async def test_c_single_sends_leave_identical_files(
+    store_config: Callable[..., StoreConfig], tmp_path: Path, per_pass: int | None
+) -> None:
+    """However many single sends each dispatch pass finds (one hint each, or one scan of their
+    records), the ConsumeQueues and index are the full path's, byte for byte."""
     batches = _batches(2)
     files_c, _ = await _stores_both_ways(
-        store_config, tmp_path, 16 * 1024, lambda cfg, c: _fill_singles(cfg, batches, c)
+        store_config, tmp_path, 16 * 1024, lambda cfg, c: _fill_singles(cfg, batches, c, per_pass)
     )
     assert len([n for n in files_c if n.startswith("commitlog")]) > 3  # crossed CommitLog files
 
