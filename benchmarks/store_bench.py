@@ -19,6 +19,9 @@ prints the median of the runs.  Cases:
 * read: ``get_message`` over every queue in batches of 32 (zero-copy slices).
 * batch: client batch bodies of 256 messages put as the broker puts SEND_BATCH_MESSAGE, through
   the pure-Python path and, when built, the C path (``apogee._native``), then dispatched.
+* populate: ``MappedFile.populate`` of a fresh 1 GiB file, CPU per KiB, first from free
+  memory as it is, then right after deleting a file (pages just freed): the cost the broker's
+  I/O thread pays per byte stored, which on a VM with free page reporting is mostly the host's.
 * single: (C path) single messages stored as the broker stores a SEND_MESSAGE_V2 of a client
   that does not batch (``put_plain_nowait``), 1, 4 or 16 per loop turn, each turn followed
   by a dispatch pass (hints, or from ``dispatch.SCAN_SINGLES_FROM`` on one scan).
@@ -43,6 +46,7 @@ from apogee.common.accel import native
 from apogee.common.message_codec import decode_batch, encode_batch_py
 from apogee.common.uniq_id import UniqIdGenerator
 from apogee.store import FlushDiskType, InnerBatch, InnerMessage, MessageStore, PlainMessage, StoreConfig
+from apogee.store.mapped_file import MappedFile
 
 QUEUES = 8
 TOPIC = "BenchTopic"
@@ -117,6 +121,25 @@ async def bench_singles(root: Path, msgs: list[InnerMessage], turn: int) -> dict
         t1, c1 = time.perf_counter(), time.thread_time()
         n = len(plain) - 1
         return {"put+dispatch/s": n / (t1 - t0), "loop CPU ns/msg": (c1 - c0) / n * 1e9}
+
+
+def bench_populate(root: Path, mib: int = 1024) -> dict[str, float]:
+    """What ``MappedFile.populate`` (the I/O thread faulting a CommitLog's next pages in)
+    costs per KiB, in CPU time of the populating thread: for a file whose pages come from free
+    memory as it is, then for a second one made right after the first was deleted, whose
+    pages the kernel takes from the ones just freed.  On a VM that returns free memory to its
+    host (free page reporting) the first pays the host's faults and the second does not."""
+    fresh(root)
+    size = mib << 20
+    out: dict[str, float] = {}
+    time.sleep(3)  # Linux reports freed memory to the host after 2 s: the last run's is gone
+    for name in ("first file", "after a delete"):
+        mf = MappedFile.create(root / f"{name.replace(' ', '-')}.bin", 0, size)
+        c0 = time.thread_time()
+        mf.populate(0, size)
+        out[f"{name} us/KiB"] = (time.thread_time() - c0) / (size >> 10) * 1e6
+        mf.destroy()
+    return out
 
 
 def make_batches(msgs: list[InnerMessage], per_batch: int) -> list[tuple[int, bytes]]:
@@ -278,7 +301,7 @@ def median_of(runs: int, fn: Callable[[], dict[str, float]]) -> dict[str, float]
 
 
 def fmt(d: dict[str, float]) -> str:
-    return "  ".join(f"{k}={v:,.0f}" for k, v in d.items())
+    return "  ".join(f"{k}={v:,.0f}" if abs(v) >= 100 else f"{k}={v:.2f}" for k, v in d.items())
 
 
 def rss_kib() -> tuple[int, int]:
@@ -365,6 +388,9 @@ def main() -> None:
             for turn in (1, 4, 16):
                 cases.append(("single", f"ASYNC_FLUSH single sends, C path, {turn:>2}/turn  ",
                               lambda msgs=msgs, t=turn: asyncio.run(bench_singles(root, msgs, t))))
+        if size == 1024:
+            cases.append(("populate", "page-cache population, 1 GiB, CPU per KiB   ",
+                          lambda: bench_populate(root)))
         cases += [
             ("nowait", "ASYNC_FLUSH  1 writer  put_message_nowait        ",
              lambda msgs=msgs: asyncio.run(bench_append_nowait(root, msgs))),
