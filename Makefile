@@ -129,7 +129,7 @@ ASAN_FLAGS    := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omi
 FUZZ_EXAMPLES ?= 300
 NATIVE_TESTS  := tests/native tests/unit/common/test_accel.py tests/unit/remoting/test_native_frames.py \
                  tests/unit/store/test_native_batch.py tests/unit/client/test_fast_decode.py \
-                 tests/unit/remoting/test_codec_fuzz.py
+                 tests/unit/remoting/test_codec_fuzz.py tests/unit/store/test_flush.py
 
 $(ASAN_DIR)/.built: $(STAMP) $(NATIVE_SOURCES) setup.py
 	rm -rf $(ASAN_DIR)

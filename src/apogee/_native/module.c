@@ -22,6 +22,8 @@
  *   reads.c    the broker's pulls: ConsumeQueue entries -> the records answered (collect_records)
  *   dispatch.c the dispatcher's reading of unhinted CommitLog records (a slave's, after recovery):
  *              ConsumeQueue runs and index entries of a span (scan_dispatch, record_ends)
+ *   flusher.c  SYNC_FLUSH's fdatasync on a thread outside the GIL (Flusher; its reference is
+ *              store/flush.py's flush on the I/O thread, which GroupCommit falls back to)
  *   native.h   what they share, and the rules every function keeps (any Python argument is
  *              safe: a wrong one is an exception, never a crash)
  *
@@ -70,6 +72,11 @@ PyMODINIT_FUNC PyInit__native(void) {
             Py_DECREF(m);
             return NULL;
         }
+    }
+    if (PyType_Ready(&apogee_FlusherType) < 0 ||
+        PyModule_AddObjectRef(m, "Flusher", (PyObject *)&apogee_FlusherType) < 0) {
+        Py_DECREF(m);
+        return NULL;
     }
     return m;
 }

@@ -131,5 +131,6 @@ extern PyMethodDef apogee_client_methods[];
 extern PyMethodDef apogee_frames_methods[];
 extern PyMethodDef apogee_reads_methods[];
 extern PyMethodDef apogee_dispatch_methods[];
+extern PyTypeObject apogee_FlusherType; /* flusher.c */
 
 #endif

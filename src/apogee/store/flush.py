@@ -7,6 +7,15 @@ for the next one, which covers all of them, so N concurrent writers share one fs
 flusher reads each file's ``wrote`` on its thread *before* each fdatasync, so every put
 resolved by a flush had its bytes in the mapping before the fsync.
 
+With the C extension that thread is ``native.Flusher``'s, which never takes the GIL: a put
+hands it its end offset and the file (after the put's bytes are in the mapping), it
+fdatasyncs at once, again while more was asked, and signals an eventfd that the loop reads.
+A Python thread's flush could start only once the loop released the GIL (84 us at the median
+and 300-600 us at p90-p99 under W4, docs/performance.md).  The rules stay here: the native
+flusher takes a put only when everything before the file holding its end is durable (so one
+file's fdatasync covers it); a put right after a file roll goes to the I/O thread's flush,
+``MappedFileQueue.flush``, the reference, until the old file is durable.
+
 A request not resolved within ``syncFlushTimeout`` gets FLUSH_DISK_TIMEOUT (one timer for the
 oldest request; the waiter table is ``waiters.OffsetWaiters``, shared with SYNC_MASTER's wait
 for a slave).  An fdatasync error fails every waiting put with FLUSH_DISK_FAILED and the
@@ -21,9 +30,11 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import os
 import time
 from collections.abc import Callable
 
+from apogee.common.accel import native
 from apogee.common.histogram import FLUSH_BOUNDS, Histogram
 from apogee.store.commitlog import CommitLog
 from apogee.store.config import StoreConfig
@@ -41,9 +52,12 @@ PAGE = 4096
 
 
 class GroupCommit:
+    """``native_flusher``: flush through ``native.Flusher`` when the extension is there (the
+    default); False keeps every flush on the I/O thread (the reference path)."""
+
     def __init__(self, loop: asyncio.AbstractEventLoop, io: IOThread, commitlog: CommitLog,
                  timeout_ms: int, on_flushed: FlushedCallback, on_error: ErrorCallback,
-                 latency: Histogram | None = None) -> None:
+                 latency: Histogram | None = None, *, native_flusher: bool = True) -> None:
         self._loop = loop
         self.latency = latency if latency is not None else Histogram(FLUSH_BOUNDS)
         self._io = io
@@ -53,17 +67,75 @@ class GroupCommit:
         self._waiters = OffsetWaiters(loop, timeout_ms, PutStatus.FLUSH_DISK_TIMEOUT, "flushed within syncFlushTimeout")
         self._inflight = False
         self.fsyncs = 0
+        self._durable = commitlog.flushed_offset  # the highest offset the loop knows durable
+        self._flusher = native.Flusher() if native_flusher and native is not None else None
+        self._native_fsyncs = 0
+        if self._flusher is not None:
+            loop.add_reader(self._flusher.fileno(), self._native_flushed)
 
     @property
     def pending(self) -> int:
         return len(self._waiters)
 
+    @property
+    def native_fsyncs(self) -> int:
+        """fdatasyncs done by the native flusher (of ``fsyncs``)."""
+        return self._native_fsyncs
+
+    @property
+    def native(self) -> bool:
+        """Whether puts are flushed by the native flusher (else on the I/O thread)."""
+        return self._flusher is not None
+
     def request(self, end_offset: int) -> asyncio.Future[PutStatus]:
         """A future resolved with PUT_OK once the CommitLog is durable up to ``end_offset``."""
         fut = self._waiters.add(end_offset)
-        if not self._inflight:
+        if not self._flush_natively(end_offset) and not self._inflight:
             self._start()
         return fut
+
+    def _flush_natively(self, end: int) -> bool:
+        """Ask the native flusher for everything written so far (as the I/O thread's flush
+        reads ``wrote``) when one fdatasync of the last file covers ``end``: everything before
+        that file is durable.  False: the I/O thread's flush takes it."""
+        flusher = self._flusher
+        if flusher is None:
+            return False
+        files = self._commitlog.mfq.files
+        if not files:
+            return False
+        last = files[-1]
+        if self._durable < last.start or end <= last.start:
+            return False
+        return flusher.request(last.start, last.fd, last.start + last.wrote, self._commitlog.last_store_ts)
+
+    def _native_flushed(self) -> None:
+        """The eventfd's reader: the native flusher finished an fdatasync (or failed)."""
+        flusher = self._flusher
+        if flusher is None:
+            return
+        durable, ts, fsyncs, last_ns, err = flusher.take()
+        if err:
+            self._stop_native()
+            self._failed(OSError(err, os.strerror(err)))
+            return
+        if fsyncs > self._native_fsyncs:
+            self.fsyncs += fsyncs - self._native_fsyncs
+            self._native_fsyncs = fsyncs
+            self.latency.observe(last_ns / 1e9)
+        if durable > self._durable:
+            mf = self._commitlog.mfq.find(durable - 1)
+            if mf is not None and durable - mf.start > mf.flushed:
+                mf.flushed = durable - mf.start
+            self._durable = durable
+            self._on_flushed(durable, ts)
+            self.resolve(durable)
+
+    def _stop_native(self) -> None:
+        flusher, self._flusher = self._flusher, None
+        if flusher is not None:
+            self._loop.remove_reader(flusher.fileno())
+            flusher.close()
 
     def _start(self) -> None:
         self._inflight = True
@@ -98,6 +170,7 @@ class GroupCommit:
     def _flushed(self, durable: int, ts: int, t0: float) -> None:
         self.fsyncs += 1
         self.latency.observe(time.monotonic() - t0)
+        self._durable = max(self._durable, durable)
         self._on_flushed(durable, ts)
         self.resolve(durable)
 
@@ -105,18 +178,25 @@ class GroupCommit:
         self._inflight = False
         exc = cf.exception()
         if exc is not None:
-            log.error("CommitLog fdatasync failed: %s", exc)
-            self._waiters.fail_all(PutStatus.FLUSH_DISK_FAILED)
-            self._on_error(exc)
+            self._stop_native()
+            self._failed(exc)
             return
-        if self._waiters:  # a put that came after the thread's last look
-            self._start()
+        if self._waiters and not self._flush_natively(self._commitlog.max_offset):
+            self._start()  # a put that came after the thread's last look
+
+    def _failed(self, exc: BaseException) -> None:
+        log.error("CommitLog fdatasync failed: %s", exc)
+        self._waiters.fail_all(PutStatus.FLUSH_DISK_FAILED)
+        self._on_error(exc)
 
     def resolve(self, durable: int) -> None:
         """Complete every request whose end is at or below ``durable`` (any flush counts)."""
         self._waiters.resolve(durable)
 
     def close(self) -> None:
+        """Stop the native flusher (after its fdatasync in progress), then answer every waiter
+        SERVICE_NOT_AVAILABLE."""
+        self._stop_native()
         self._waiters.close()
 
 

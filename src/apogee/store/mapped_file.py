@@ -167,7 +167,7 @@ class MappedFile:
         target = self.wrote
         if target > self.flushed and not self.closed:
             os.fdatasync(self.fd)
-            self.flushed = target
+            self.flushed = max(self.flushed, target)  # the native flusher may have gone further
         return self.flushed
 
     def zero_range(self, begin: int, end: int) -> None:
