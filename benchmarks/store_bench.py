@@ -15,7 +15,8 @@ prints the median of the runs.  Cases:
 * dispatch: building ConsumeQueue and index entries for the appended messages.
 * synclong: one SYNC_FLUSH writer for 64,000 puts of 1 KiB, long enough that page-cache
   folio sizes would have grown (``MappedFile.advise_random``); "KiB dirtied/fsync" shows
-  what each fdatasync writes back.
+  what each fdatasync writes back.  One-writer SYNC_FLUSH cases also print put -> durable
+  percentiles.
 * read: ``get_message`` over every queue in batches of 32 (zero-copy slices).
 * batch: client batch bodies of 256 messages put as the broker puts SEND_BATCH_MESSAGE, through
   the pure-Python path and, when built, the C path (``apogee._native``), then dispatched.
@@ -183,10 +184,15 @@ async def bench_writers(root: Path, msgs: list[InnerMessage], flush: FlushDiskTy
         await store.put_message(msgs[0])
         chunks = [msgs[i::writers] for i in range(writers)]
 
+        waits: list[int] = []  # one writer's put -> answered (SYNC_FLUSH: put -> durable), ns
+
         async def writer(chunk: list[InnerMessage]) -> None:
             put = store.put_message
+            clock = time.perf_counter_ns
             for m in chunk:
+                began = clock()
                 r = await put(m)
+                waits.append(clock() - began)
                 if not r.ok:
                     raise RuntimeError(r)
                 if yield_each:
@@ -205,6 +211,10 @@ async def bench_writers(root: Path, msgs: list[InnerMessage], flush: FlushDiskTy
                "append/cpu-s": n / (c1 - c0), "end-to-end/s": n / (t2 - t0), "fsyncs": fsyncs}
         if flush is FlushDiskType.SYNC_FLUSH and fsyncs:
             out["KiB dirtied/fsync"] = (w1 - w0) / 1024 / fsyncs
+        if flush is FlushDiskType.SYNC_FLUSH and writers == 1:
+            waits.sort()
+            for name, q in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99)):
+                out[f"put->durable {name} us"] = waits[int(len(waits) * q)] / 1000
         return out
 
 
