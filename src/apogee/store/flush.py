@@ -8,8 +8,9 @@ flusher reads each file's ``wrote`` on its thread *before* each fdatasync, so ev
 resolved by a flush had its bytes in the mapping before the fsync.
 
 With the C extension that thread is ``native.Flusher``'s, which never takes the GIL: a put
-hands it its end offset and the file (after the put's bytes are in the mapping), it
-fdatasyncs at once, again while more was asked, and signals an eventfd that the loop reads.
+hands it the file and the offset written so far (the put's bytes are in the mapping by
+then), it fdatasyncs at once, again while more was asked, and signals an eventfd that the
+loop reads.
 A Python thread's flush could start only once the loop released the GIL (84 us at the median
 and 300-600 us at p90-p99 under W4, docs/performance.md).  The rules stay here: the native
 flusher takes a put only when everything before the file holding its end is durable (so one
