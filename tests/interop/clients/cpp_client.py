@@ -103,6 +103,21 @@ def credentials(client, args) -> None:
         client.set_session_credentials(args.access_key, args.secret_key, args.channel)
 
 
+def warm_up(producer, args) -> None:
+    """One message to --warmup-topic until it is stored (at most 10 tries): the client's first
+    request to a new broker can fail at once when its heartbeat thread is connecting to that
+    broker at the same moment (rocketmq-client-cpp 1.2.x), and with one broker group it has no
+    other to retry on.  The measured messages then go over the connection made here."""
+    for attempt in range(10):
+        try:
+            producer.send_sync(build(args.warmup_topic, attempt, args))
+            return
+        except Exception as exc:  # noqa: BLE001 - the client raises one class per status
+            emit(event="warmup_failed", attempt=attempt, error=type(exc).__name__)
+            time.sleep(0.1 * (attempt + 1))
+    raise SystemExit(f"the warm-up send to {args.warmup_topic} kept failing")
+
+
 def produce(args) -> None:
     producer = Producer(args.group, timeout=args.send_timeout_ms)
     producer.set_namesrv_addr(args.namesrv)
@@ -110,6 +125,8 @@ def produce(args) -> None:
     producer.start()
     done = threading.Semaphore(0)
     try:
+        if args.warmup_topic:
+            warm_up(producer, args)
         if args.mode == "batch":  # --batch-size messages per request (all of them by default)
             size = args.batch_size or args.count
             for start in range(0, args.count, size):
@@ -307,6 +324,7 @@ def main() -> None:
     p.add_argument("--shards", type=int, default=4)
     p.add_argument("--batch-size", type=int, default=0)
     p.add_argument("--send-timeout-ms", type=int, default=5000)
+    p.add_argument("--warmup-topic", default="", help="first send one message here, retried (see warm_up)")
     c = sub.add_parser("consume")
     c.add_argument("namesrv")
     c.add_argument("topic")
