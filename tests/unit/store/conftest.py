@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -90,3 +92,18 @@ def bodies(store: Any, topic: str, queue_id: int, start: int = 0) -> list[bytes]
         out.extend(m.body for m in message_codec.decode_records(b"".join(res.buffers)))
         offset = res.next_begin_offset
         res.release()
+
+
+def crash_copy(store: Any, dest: Path) -> Path:
+    """What a SIGKILL leaves: the store's files as they are now (abort file and all), lock
+    dropped.  The store keeps running while they are copied, so a file listed may be renamed
+    or deleted before its turn (checkpoint.tmp becoming checkpoint): a crash at that instant
+    would not have left it either, so it is skipped."""
+    shutil.copytree(store.config.root, dest, copy_function=_copy_if_present)
+    (dest / "lock").unlink()
+    return dest
+
+
+def _copy_if_present(src: str, dst: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        shutil.copy2(src, dst)

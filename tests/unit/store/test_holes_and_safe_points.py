@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import shutil
-from pathlib import Path
 
 import pytest
 
@@ -22,16 +20,10 @@ from apogee.store.layout import abort_mark
 from apogee.store.layout.cq_unit import CQ_UNIT, CQ_UNIT_SIZE
 from apogee.store.message_store import MARK_EVERY_RECORDS
 
-from .conftest import bodies, make_msg
+from .conftest import bodies, crash_copy, make_msg
 
 BIG = {"mapped_file_size_commitlog": 1 << 20, "mapped_file_size_consume_queue": 4000 * CQ_UNIT_SIZE,
        "max_hash_slot_num": 1000, "max_index_num": 20_000}
-
-
-def crash_copy(store: MessageStore, dest: Path) -> Path:
-    shutil.copytree(store.config.root, dest)
-    (dest / "lock").unlink()
-    return dest
 
 
 def body(i: int) -> bytes:

@@ -13,7 +13,7 @@ from apogee.store.mapped_file import file_name
 from apogee.store.mapped_file_queue import MappedFileQueue
 from apogee.store.recovery import recover_commitlog
 
-from .conftest import bodies, make_msg
+from .conftest import bodies, crash_copy, make_msg
 
 
 async def fill(store: MessageStore, n: int, topic: str = "R") -> list:
@@ -21,13 +21,6 @@ async def fill(store: MessageStore, n: int, topic: str = "R") -> list:
                                                 keys=f"k{i}", uniq=f"U{i}")) for i in range(n)]
     await store.wait_dispatched()
     return results
-
-
-def crash_copy(store: MessageStore, dest: Path) -> Path:
-    """What a SIGKILL leaves: the files as they are now (abort file and all)."""
-    shutil.copytree(store.config.root, dest)
-    (dest / "lock").unlink()
-    return dest
 
 
 async def test_clean_restart_scans_the_last_three_files(open_store) -> None:

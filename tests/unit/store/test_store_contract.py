@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-import shutil
 from typing import Any
 
 import pytest
@@ -14,7 +13,7 @@ from apogee.common import message_codec as mc
 from apogee.store import FlushDiskType, GetStatus, InnerBatch, MessageStore
 from apogee.store.time_search import Boundary
 
-from .conftest import make_msg
+from .conftest import crash_copy, make_msg
 
 PROFILES: dict[str, dict[str, Any]] = {
     "tiny": {"mapped_file_size_commitlog": 4096, "mapped_file_size_consume_queue": 8 * 20,
@@ -106,9 +105,7 @@ async def test_crash_copy_keeps_every_acknowledged_put(open_store, variant, tmp_
     expected = await write_workload(store)
     if flush is FlushDiskType.ASYNC_FLUSH:
         await store.flush()
-    root = tmp_path / "crashed"
-    shutil.copytree(store.config.root, root)
-    (root / "lock").unlink()
+    root = crash_copy(store, tmp_path / "crashed")
     again = await open_store(flush, store_path_root_dir=str(root), **profile)
     assert not again.recovery.clean_shutdown and again.recovery.dropped_bytes == 0
     check_all(again, expected)
