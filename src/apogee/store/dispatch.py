@@ -61,10 +61,14 @@ _RUN_HINT_LEN = 11  # see CommitLog: a whole client batch written by the C path
 SCAN_SINGLES_FROM = 4  # single sends queued from which one scan reads them (store_bench --only single)
 
 
+def _is_single(hint: tuple[Any, ...]) -> bool:
+    """A C-path run hint of one message (``put_plain``)."""
+    return len(hint) == _RUN_HINT_LEN and hint[5] == 1
+
+
 def _singles_lead(hints: collections.deque[tuple[Any, ...]]) -> bool:
-    """The first ``SCAN_SINGLES_FROM`` hints are C-path records of one message each
-    (``put_plain``)."""
-    return all(len(hint) == _RUN_HINT_LEN and hint[5] == 1 for hint in itertools.islice(hints, SCAN_SINGLES_FROM))
+    """The first ``SCAN_SINGLES_FROM`` hints are single sends'."""
+    return all(_is_single(hint) for hint in itertools.islice(hints, SCAN_SINGLES_FROM))
 
 
 class FileNeed:
@@ -144,7 +148,7 @@ class Dispatcher:
                     # last pass: one scan_dispatch reads them all, one ConsumeQueue write per
                     # queue and one index call, where each hint would cost a pass of Python.
                     # Fewer keep their hints (the scan's setup costs more than it saves).
-                    while hints and len(hints[0]) == _RUN_HINT_LEN and hints[0][5] == 1:
+                    while hints and _is_single(hints[0]):
                         hints.popleft()
                     hint = None
                 if hint is not None and hint[0] == pos:

@@ -10,9 +10,9 @@ resolved by a flush had its bytes in the mapping before the fsync.
 With the C extension that thread is ``native.Flusher``'s, which never takes the GIL: a put
 hands it the file and the offset written so far (the put's bytes are in the mapping by
 then), it fdatasyncs at once, again while more was asked, and signals an eventfd that the
-loop reads.
-A Python thread's flush could start only once the loop released the GIL (84 us at the median
-and 300-600 us at p90-p99 under W4, docs/performance.md).  The rules stay here: the native
+loop reads.  A Python thread's flush could start only once the loop released the GIL (84
+us at the median and 300-600 us at p90-p99 under W4, docs/performance.md).  The rules stay
+here: the native
 flusher takes a put only when everything before the file holding its end is durable (so one
 file's fdatasync covers it); a put right after a file roll goes to the I/O thread's flush,
 ``MappedFileQueue.flush``, the reference, until the old file is durable.
@@ -128,9 +128,7 @@ class GroupCommit:
             mf = self._commitlog.mfq.find(durable - 1)
             if mf is not None and durable - mf.start > mf.flushed:
                 mf.flushed = durable - mf.start
-            self._durable = durable
-            self._on_flushed(durable, ts)
-            self.resolve(durable)
+            self._durable_to(durable, ts)
 
     def _stop_native(self) -> None:
         flusher, self._flusher = self._flusher, None
@@ -171,6 +169,11 @@ class GroupCommit:
     def _flushed(self, durable: int, ts: int, t0: float) -> None:
         self.fsyncs += 1
         self.latency.observe(time.monotonic() - t0)
+        self._durable_to(durable, ts)
+
+    def _durable_to(self, durable: int, ts: int) -> None:
+        """Either flusher made the CommitLog durable up to ``durable``: tell the owner and
+        answer the puts it covers."""
         self._durable = max(self._durable, durable)
         self._on_flushed(durable, ts)
         self.resolve(durable)
