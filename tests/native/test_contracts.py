@@ -355,6 +355,7 @@ VALID_CALLS: dict[str, tuple[Any, ...]] = {
                         {1}),
     "scan_dispatch": (_RECORD, 0, len(_RECORD), 0, 10, True),
     "record_ends": (_RECORD, 0, len(_RECORD)),
+    "crc32": (b"x" * 100, 7),
 }
 
 odd_values = st.one_of(

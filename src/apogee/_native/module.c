@@ -22,6 +22,8 @@
  *   reads.c    the broker's pulls: ConsumeQueue entries -> the records answered (collect_records)
  *   dispatch.c the dispatcher's reading of unhinted CommitLog records (a slave's, after recovery):
  *              ConsumeQueue runs and index entries of a span (scan_dispatch, record_ends)
+ *   crc32.c    BODYCRC (zlib's CRC-32) by carry-less multiplication (crc32; its reference is
+ *              zlib.crc32, which computes short inputs and the rest on other CPUs)
  *   flusher.c  SYNC_FLUSH's fdatasync on a thread outside the GIL (Flusher; its reference is
  *              store/flush.py's flush on the I/O thread, which GroupCommit falls back to)
  *   native.h   what they share, and the rules every function keeps (any Python argument is
@@ -66,7 +68,8 @@ PyMODINIT_FUNC PyInit__native(void) {
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;
     PyMethodDef *tables[] = {apogee_hashes_methods, apogee_records_methods, apogee_client_methods,
-                             apogee_frames_methods, apogee_reads_methods, apogee_dispatch_methods};
+                             apogee_frames_methods, apogee_reads_methods, apogee_dispatch_methods,
+                             apogee_crc32_methods};
     for (size_t i = 0; i < sizeof(tables) / sizeof(tables[0]); i++) {
         if (PyModule_AddFunctions(m, tables[i]) < 0) {
             Py_DECREF(m);

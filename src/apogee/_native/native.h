@@ -131,6 +131,11 @@ extern PyMethodDef apogee_client_methods[];
 extern PyMethodDef apogee_frames_methods[];
 extern PyMethodDef apogee_reads_methods[];
 extern PyMethodDef apogee_dispatch_methods[];
+extern PyMethodDef apogee_crc32_methods[];
+
+/* zlib's crc32(crc, buf, len) for any length, by carry-less multiplication where the CPU has it
+ * (crc32.c). */
+uint32_t apogee_crc32(uint32_t crc, const unsigned char *buf, size_t len);
 extern PyTypeObject apogee_FlusherType; /* flusher.c */
 
 #endif

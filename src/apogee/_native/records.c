@@ -10,7 +10,6 @@
  * ValueError, never a stray write), so that no caller can make them write out of bounds.
  */
 #include "native.h"
-#include <zlib.h>
 
 /* The largest body whose record still has a 32-bit TOTALSIZE, whatever its topic and properties. */
 #define MAX_RECORD_BODY (INT_MAX32 - RECORD_FIXED - (MAX_TOPIC + 1) - 2 - MAX_PROPERTIES)
@@ -178,7 +177,7 @@ static void put_record(unsigned char *out, Py_ssize_t total, const record_common
     if (alen) { memcpy(w, a, alen); w += alen; }
     if (alen && blen && a[alen - 1] != 0x02) *w++ = 0x02;
     if (blen) memcpy(w, b, blen);
-    uint32_t crc = (uint32_t)crc32(0L, body, (uInt)body_len) & 0x7FFFFFFFu;
+    uint32_t crc = apogee_crc32(0, body, (size_t)body_len) & 0x7FFFFFFFu;
     be32(out + 8, crc);
     be32(out + 12, (uint32_t)rc->queue_id);
     be32(out + 16, (uint32_t)flag);

@@ -31,7 +31,6 @@ import logging
 import struct
 import threading
 import time
-import zlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -44,6 +43,7 @@ from apogee.common.message_codec import (
     MESSAGE_MAGIC_CODE,
     OFF_BODY,
     RECORD_FIXED,
+    body_crc,
     check_record,
     get_property,
     join_properties,
@@ -179,7 +179,7 @@ class CommitLog:
         total = OFF_BODY + body_len + len(tail)
         if total + 8 > self.file_size:
             return PutResult(PutStatus.MESSAGE_ILLEGAL)
-        crc = zlib.crc32(body) & 0x7FFFFFFF
+        crc = body_crc(body)
         born_host = msg.born_host
         store_host = msg.store_host
         born_ip = ip_bytes_cache.get(born_host[0]) or ip_to_bytes(born_host[0])
@@ -312,7 +312,7 @@ class CommitLog:
                 return PutResult(PutStatus.PROPERTIES_SIZE_EXCEEDED)
             total = OFF_BODY + len(body) + len(tf) + len(pf)
             tags = compute_tags_code(get_property(pstr, _TAGS))
-            encoded.append((flag, body, pf, total, zlib.crc32(body) & 0x7FFFFFFF, tags, pstr))
+            encoded.append((flag, body, pf, total, body_crc(body), tags, pstr))
             batch_total += total
         if batch_total + 8 > self.file_size:
             return PutResult(PutStatus.MESSAGE_ILLEGAL)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import random
 import struct
+import zlib
 
 import pytest
 from hypothesis import given, settings
@@ -32,6 +33,26 @@ def test_java_hash_matches_reference(s: str, prefix: int) -> None:
 def test_java_hash_known_values() -> None:
     assert native.java_hash("hello") == 99162322
     assert native.java_hash("\U0001F600") == java_hash_unsigned_py("\U0001F600")  # surrogate pair
+
+
+@given(st.binary(max_size=600), st.integers(0, 0xFFFFFFFF), st.integers(0, 15))
+def test_crc32_matches_zlib(data: bytes, value: int, skip: int) -> None:
+    """Every length around the 64-byte fold block and the 16-byte steps, any start value, and
+    views that do not start on a 16-byte boundary."""
+    view = memoryview(data)[min(skip, len(data)) :]
+    assert native.crc32(view, value) == zlib.crc32(view, value)
+    assert native.crc32(data) == zlib.crc32(data)
+
+
+def test_crc32_of_every_length_and_large_inputs() -> None:
+    rng = random.Random(7)
+    data = rng.randbytes(4096 + 64)
+    for n in range(0, 300):
+        assert native.crc32(data[:n], n * 0x9E3779B9 & 0xFFFFFFFF) == zlib.crc32(data[:n], n * 0x9E3779B9 & 0xFFFFFFFF)
+    big = rng.randbytes(3 << 20)  # past the size from which the GIL is released
+    assert native.crc32(big) == zlib.crc32(big)
+    assert native.crc32(bytearray(big), 5) == zlib.crc32(big, 5)
+    assert mc.body_crc(big) == zlib.crc32(big) & 0x7FFFFFFF
 
 
 @given(st.integers(0, 0xFFFFFFFF), st.lists(texts, max_size=5))
