@@ -169,6 +169,7 @@ async def test_an_auto_batch_is_retried_by_the_same_rule(open_connection: bool) 
     await s.publish_info("T")
     batch = Batch("T", None)
     batch.uniqs = ["U1", "U2"]
+    batch.wire = bytearray(b"body")  # the pool buffer its body is in
     settled: asyncio.Future[BatchAnswer | None] = asyncio.get_running_loop().create_future()
     s.send_batch_soon(
         batch, b"body", 2, lambda ans, exc: settled.set_result(ans) if exc is None else settled.set_exception(exc)
@@ -177,6 +178,22 @@ async def test_an_auto_batch_is_retried_by_the_same_rule(open_connection: bool) 
     assert ans is not None and ans[0] is SendStatus.SEND_OK and ans[1] == ["A", "B"]
     assert len(t.calls) == 2 and t.calls[0][0] != t.calls[1][0]
     assert {code for _, code in t.calls} == {RequestCode.SEND_BATCH_MESSAGE}
+    # The timed-out attempt may still have bytes queued on its connection: the buffer is
+    # never given back to the pool.
+    assert batch.wire is None
+
+
+async def test_an_auto_batch_answered_at_its_first_attempt_keeps_its_buffer_for_the_pool() -> None:
+    t = Transport(answer(ids="A"), open_connection=True)
+    s = sender(t)
+    await s.publish_info("T")
+    batch = Batch("T", None)
+    batch.uniqs = ["U1"]
+    wire = batch.wire = bytearray(b"body")
+    settled: asyncio.Future[BatchAnswer | None] = asyncio.get_running_loop().create_future()
+    s.send_batch_soon(batch, memoryview(wire), 2, lambda ans, exc: settled.set_result(ans))
+    assert (await settled) is not None and len(t.calls) == 1
+    assert batch.wire is wire  # the producer gives it back (Accumulator.recycle)
 
 
 # --- one sender for the producer and the Spark sink ------------------------------------------

@@ -4,8 +4,9 @@ SEND_BATCH_MESSAGE bodies, one request and one broker round trip for up to
 
 A message is encoded into its open batch as it arrives (``native.batch_append``, or
 ``encode_batch_item`` in Python): no per-message object waits in the batch, and flushing is
-one copy.  A batch leaves when it is full or when its linger ends (``batch_linger_ms``; 0:
-the next loop iteration); ``ready(batch, body)`` hands it to the sender.
+one copy, into a reused buffer for a large batch (``buffer_pool``; ``recycle`` gives it
+back).  A batch leaves when it is full or when its linger ends (``batch_linger_ms``; 0: the
+next loop iteration); ``ready(batch, body)`` hands it to the sender.
 
 No I/O and no event loop here: the producer gives ``schedule(delay_s, fn, key)`` (the loop's
 ``call_soon``/``call_later``) and ``ready``, so the batching rules are tested without sockets.
@@ -16,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
+from apogee.client.producer.buffer_pool import BufferPool
 from apogee.client.producer.validation import properties_text
 from apogee.client.types import SendResult
 from apogee.common import constants as c
@@ -76,7 +78,7 @@ def split_batch(sizes: Sequence[int], max_bytes: int) -> list[range]:
 class Batch:
     """Messages waiting to leave in one SEND_BATCH_MESSAGE request."""
 
-    __slots__ = ("topic", "queue", "body", "futures", "uniqs", "handle", "messages")
+    __slots__ = ("topic", "queue", "body", "futures", "uniqs", "handle", "messages", "wire")
 
     def __init__(self, topic: str, queue: MessageQueue | None) -> None:
         self.topic = topic
@@ -86,6 +88,9 @@ class Batch:
         self.uniqs: list[str] = []
         self.messages: list[Message] = []  # kept only while send hooks are registered
         self.handle: Cancellable | None = None
+        # The pool buffer its request body is in, until the producer gives it back (None:
+        # none, or it must not be reused: Sender._spawn_batch drops it).
+        self.wire: bytearray | None = None
 
     def fail(self, exc: BaseException) -> None:
         for fut in self.futures:
@@ -102,7 +107,7 @@ class Accumulator:
         max_bytes: int,
         linger_s: float,
         schedule: Callable[[float, Callable[[BatchKey], None], BatchKey], Cancellable],
-        ready: Callable[[Batch, bytes], None],
+        ready: Callable[[Batch, bytes | memoryview], None],
         hooks: list[Any],
     ) -> None:
         self.max_messages = max_messages
@@ -113,6 +118,7 @@ class Accumulator:
         self._hooks = hooks  # the producer's hook list: while it is not empty, batches keep messages
         self.ids: UniqIdGenerator | None = None  # set when the producer starts
         self.pending: dict[BatchKey, Batch] = {}
+        self.buffers = BufferPool()
 
     def append(self, msg: Message, fut: Future, queue: MessageQueue | None) -> None:
         """Add ``msg`` (with its UNIQ_KEY) to its batch; ``MessageValidationError`` when its
@@ -162,9 +168,17 @@ class Accumulator:
             return
         if batch.handle is not None:
             batch.handle.cancel()
-        body = bytes(batch.body)
+        body, batch.wire = self.buffers.take(batch.body)
         batch.body = bytearray()
         self._ready(batch, body)
+
+    def recycle(self, batch: Batch) -> None:
+        """The broker answered the batch's only attempt: its body's buffer (if any) may carry
+        another batch."""
+        wire = batch.wire
+        if wire is not None:
+            batch.wire = None
+            self.buffers.give(wire)
 
     def flush_all(self) -> None:
         for key in list(self.pending):

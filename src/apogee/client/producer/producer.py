@@ -162,6 +162,7 @@ class Producer:
         self._fast_async = False
         if self._sender is not None:
             await self._sender.close()
+        self._acc.buffers.clear()
         assert self._instance is not None
         await self._instance.unregister_producer(self.group)
         await self._instance.release()
@@ -557,7 +558,7 @@ class Producer:
         assert loop is not None
         return loop.call_later(delay_s, fn, key) if delay_s > 0 else loop.call_soon(fn, key)
 
-    def _dispatch(self, batch: Batch, body: bytes) -> None:
+    def _dispatch(self, batch: Batch, body: bytes | memoryview) -> None:
         """A batch is ready: hand it to the sender."""
         sender = self._sender
         if sender is None or not self._running:
@@ -569,6 +570,7 @@ class Producer:
     def _batch_done(self, batch: Batch, answer: BatchAnswer | None, exc: BaseException | None) -> None:
         futures = batch.futures
         if answer is not None:
+            self._acc.recycle(batch)
             if native is not None:
                 native.complete_sends(futures, SendResult, answer[0], batch.uniqs, *answer[1:])
             else:

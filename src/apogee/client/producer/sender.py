@@ -345,7 +345,7 @@ class Sender:
 
     # --- auto-batches: the first attempt without a coroutine ----------------------------------
 
-    def send_batch_soon(self, batch: Batch, body: bytes, retries: int, done: BatchDone) -> None:
+    def send_batch_soon(self, batch: Batch, body: bytes | memoryview, retries: int, done: BatchDone) -> None:
         """Send an auto-batch; ``done(answer, error)`` runs once it is settled.
 
         When the topic's route and the broker's connection are at hand, the first attempt is
@@ -408,7 +408,12 @@ class Sender:
         except ApogeeError as exc:
             answered(None, exc)
 
-    def _spawn_batch(self, batch: Batch, body: bytes, retries: int, first: Failed | None, done: BatchDone) -> None:
+    def _spawn_batch(
+        self, batch: Batch, body: bytes | memoryview, retries: int, first: Failed | None, done: BatchDone
+    ) -> None:
+        # A failed attempt may still have bytes of the body queued on its connection: the
+        # body's pool buffer (accumulator.Batch.wire) is never reused.
+        batch.wire = None
         async def run() -> None:
             try:
                 answer = await self.send_batch(
