@@ -15,7 +15,8 @@ from setuptools import Extension, setup
 
 NATIVE_DIR = "src/apogee/_native"
 NATIVE_SOURCES = [f"{NATIVE_DIR}/{name}.c"
-                  for name in ("module", "hashes", "records", "client", "frames", "reads", "dispatch", "flusher", "crc32")]
+                  for name in ("module", "hashes", "records", "client", "frames", "reads", "dispatch", "flusher",
+                               "crc32")]
 NATIVE_HEADERS = [f"{NATIVE_DIR}/native.h"]
 EXTRA_FLAGS = shlex.split(os.environ.get("APOGEE_NATIVE_CFLAGS", ""))
 

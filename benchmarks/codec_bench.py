@@ -108,7 +108,7 @@ def body_crc(args: argparse.Namespace) -> None:
         data = os.urandom(size)
         ns = {}
         for label, crc in crcs:
-            runs = [rate(lambda crc=crc: crc(data), args.seconds / 2) for _ in range(args.runs)]
+            runs = [rate(lambda crc=crc, data=data: crc(data), args.seconds / 2) for _ in range(args.runs)]
             ns[label] = 1e9 / statistics.median(runs)
         nat = ns.get("native", float("nan"))
         print(f"{'':<10}{size:>8}{ns['zlib']:>10,.0f}{nat:>11,.0f}{size / nat:>13.1f}")
