@@ -89,6 +89,24 @@ async def test_async_awaitable_callback_and_oneway(cluster: Cluster) -> None:
     assert sorted(m.body for m in got) == sorted([b"a%d" % i for i in range(300)] + [b"cb", b"oneway"])
 
 
+async def test_large_auto_batches_from_reused_buffers_arrive_intact(cluster: Cluster) -> None:
+    """Auto-batches of 128 KiB and more go out from buffers the producer reuses once the broker
+    has answered: rounds of distinct 1 KiB bodies, each round's buffers carrying the next
+    round's batches, every body stored as it was sent."""
+    topic = unique("T_pool")
+    sent: list[bytes] = []
+    async with Producer(unique("P"), cluster.ns, **FAST) as producer:
+        for rnd in range(3):
+            bodies = [(b"%d-%d-" % (rnd, i)).ljust(1024, b"abcdefgh"[rnd + i % 5:rnd + i % 5 + 1]) for i in range(400)]
+            futures = [await producer.send_async(Message(topic, body)) for body in bodies]
+            results = await asyncio.gather(*futures)
+            assert all(r.status is SendStatus.SEND_OK for r in results)
+            sent += bodies
+        assert producer._acc.buffers.idle_bytes > 0  # the buffers did come back for reuse
+    got = await read_all(cluster, topic, len(sent))
+    assert sorted(m.body for m in got) == sorted(sent)
+
+
 async def test_explicit_queue_and_hash_selector_keep_keys_together(cluster: Cluster) -> None:
     topic = unique("T_order")
     async with Producer(unique("P"), cluster.ns, default_topic_queue_nums=8, **FAST) as producer:
