@@ -10,6 +10,7 @@
  * ValueError, never a stray write), so that no caller can make them write out of bounds.
  */
 #include "native.h"
+#include <limits.h>
 
 /* The largest body whose record still has a 32-bit TOTALSIZE, whatever its topic and properties. */
 #define MAX_RECORD_BODY (INT_MAX32 - RECORD_FIXED - (MAX_TOPIC + 1) - 2 - MAX_PROPERTIES)
@@ -577,15 +578,83 @@ PyDoc_STRVAR(write_single_doc,
 "scan_single declines, an empty body, a record that does not fit, a topic_field that is not\n"
 "one, hosts that are not 4 bytes, or an input inside buf.");
 
-static PyObject *write_single(PyObject *self, PyObject *args) {
-    Py_buffer buf, body, props, extra, topic, born_ip, store_ip;
+/* write_single's arguments, as PyArg_ParseTuple's "i" and "L" read them. */
+static int arg_int(PyObject *o, int *out) {
+    long v = PyLong_AsLong(o);
+    if (v == -1 && PyErr_Occurred()) return 0;
+    if (v < INT_MIN || v > INT_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "an int argument is outside the C int range");
+        return 0;
+    }
+    *out = (int)v;
+    return 1;
+}
+
+static int arg_ll(PyObject *o, long long *out) {
+    long long v = PyLong_AsLongLong(o);
+    if (v == -1 && PyErr_Occurred()) return 0;
+    *out = v;
+    return 1;
+}
+
+/* A read-only bytes argument as "y*" ("s*" when text_ok: a str as its UTF-8) reads it, without
+ * the buffer protocol for the exact bytes (and str) the broker passes: view->obj stays NULL, so
+ * PyBuffer_Release does nothing; the object lives in the caller's arguments meanwhile. */
+static int arg_bytes(PyObject *o, Py_buffer *view, int text_ok) {
+    if (PyBytes_CheckExact(o)) {
+        view->obj = NULL;
+        view->buf = PyBytes_AS_STRING(o);
+        view->len = PyBytes_GET_SIZE(o);
+        return 1;
+    }
+    if (text_ok && PyUnicode_Check(o)) {
+        Py_ssize_t n;
+        const char *s = PyUnicode_AsUTF8AndSize(o, &n);
+        if (!s) return 0;
+        view->obj = NULL;
+        view->buf = (void *)s;
+        view->len = n;
+        return 1;
+    }
+    if (PyUnicode_Check(o)) {
+        PyErr_SetString(PyExc_TypeError, "a bytes-like argument was given a str");
+        return 0;
+    }
+    return PyObject_GetBuffer(o, view, PyBUF_SIMPLE) == 0;
+}
+
+static PyObject *write_single(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    /* METH_FASTCALL: called once per single send (PyArg_ParseTuple's buffer exports and the
+     * argument tuple were a quarter of the call).  Every number is converted first -- any
+     * __index__ runs before a buffer is taken -- then the buffers, in order. */
+    if (nargs != 19) {
+        PyErr_SetString(PyExc_TypeError, "write_single takes 19 arguments");
+        return NULL;
+    }
     Py_ssize_t pos;
     int queue_id, sysflag, flag, born_port, store_port, reconsume;
     long long qoff, phys, born_ts, store_ts, index_prefix;
-    if (!PyArg_ParseTuple(args, "w*ny*s*y*y*iLLiiLy*iLy*iiL", &buf, &pos, &body, &props, &extra,
-                          &topic, &queue_id, &qoff, &phys, &sysflag, &flag, &born_ts, &born_ip,
-                          &born_port, &store_ts, &store_ip, &store_port, &reconsume, &index_prefix))
+    if (!PyIndex_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "pos must be an int");
         return NULL;
+    }
+    pos = PyNumber_AsSsize_t(args[1], PyExc_OverflowError);
+    if ((pos == -1 && PyErr_Occurred()) || !arg_int(args[6], &queue_id) || !arg_ll(args[7], &qoff) ||
+        !arg_ll(args[8], &phys) || !arg_int(args[9], &sysflag) || !arg_int(args[10], &flag) ||
+        !arg_ll(args[11], &born_ts) || !arg_int(args[13], &born_port) || !arg_ll(args[14], &store_ts) ||
+        !arg_int(args[16], &store_port) || !arg_int(args[17], &reconsume) || !arg_ll(args[18], &index_prefix))
+        return NULL;
+    Py_buffer buf, body, props, extra, topic, born_ip, store_ip;
+    Py_buffer *views[] = {&body, &props, &extra, &topic, &born_ip, &store_ip};
+    PyObject *const sources[] = {args[2], args[3], args[4], args[5], args[12], args[15]};
+    if (PyObject_GetBuffer(args[0], &buf, PyBUF_WRITABLE) < 0) return NULL;
+    for (int i = 0; i < 6; i++) {
+        if (!arg_bytes(sources[i], views[i], i == 1)) {
+            for (int k = 0; k < i; k++) PyBuffer_Release(views[k]);
+            PyBuffer_Release(&buf);
+            return NULL;
+        }
+    }
     PyObject *result = NULL, *cq = NULL, *ids = NULL;
     unsigned char *joined = NULL;
     run_notes notes;
@@ -633,6 +702,6 @@ PyMethodDef apogee_records_methods[] = {
     {"write_batch", write_batch, METH_VARARGS, write_batch_doc},
     {"scan_single", (PyCFunction)(void (*)(void))scan_single, METH_FASTCALL, scan_single_doc},
     {"send_v2_fields", (PyCFunction)(void (*)(void))send_v2_fields, METH_FASTCALL, send_v2_fields_doc},
-    {"write_single", write_single, METH_VARARGS, write_single_doc},
+    {"write_single", (PyCFunction)(void (*)(void))write_single, METH_FASTCALL, write_single_doc},
     {NULL, NULL, 0, NULL},
 };
