@@ -476,24 +476,36 @@ static int put_quoted(jwriter *w, const char *s, Py_ssize_t n) {
     return 1;
 }
 
-/* A fixed text with numbers, as snprintf writes it. */
-static int put_format(jwriter *w, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    Py_ssize_t room = w->end - w->p;
-    int n = PyOS_vsnprintf(w->p, (size_t)room, fmt, ap);
-    va_end(ap);
-    if (n < 0 || n >= room) return jw_fail();
-    w->p += n;
+/* v in decimal, as "%lld" writes it (snprintf's format parsing cost more than the rest of a
+ * send's answer header). */
+static int put_int(jwriter *w, long long v) {
+    char digits[24];
+    int n = 0;
+    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+    do {
+        digits[n++] = (char)('0' + (int)(u % 10));
+        u /= 10;
+    } while (u);
+    if (w->end - w->p < n + (v < 0)) return jw_fail();
+    if (v < 0) *w->p++ = '-';
+    while (n) *w->p++ = digits[--n];
     return 1;
+}
+
+#define PUT_LITERAL(w, lit) put_text((w), (lit), (Py_ssize_t)sizeof(lit) - 1)
+
+/* The header up to its first extFields key: {"code":N,"extFields":{ */
+static int put_header_start(jwriter *w, long long code) {
+    return PUT_LITERAL(w, "{\"code\":") && put_int(w, code) && PUT_LITERAL(w, ",\"extFields\":{");
 }
 
 /* The header after its extFields, as header_json writes it: flag, language, opaque, serialize
  * type, version and the remark when there is one, then the closing brace. */
 static int put_header_end(jwriter *w, long long flag, const char *ls, Py_ssize_t ln, long long opaque,
                           long long version, const char *rs, Py_ssize_t rn) {
-    if (!put_format(w, "},\"flag\":%lld,\"language\":", flag) || !put_quoted(w, ls, ln) ||
-        !put_format(w, ",\"opaque\":%lld,\"serializeTypeCurrentRPC\":\"JSON\",\"version\":%lld", opaque, version))
+    if (!PUT_LITERAL(w, "},\"flag\":") || !put_int(w, flag) || !PUT_LITERAL(w, ",\"language\":") ||
+        !put_quoted(w, ls, ln) || !PUT_LITERAL(w, ",\"opaque\":") || !put_int(w, opaque) ||
+        !PUT_LITERAL(w, ",\"serializeTypeCurrentRPC\":\"JSON\",\"version\":") || !put_int(w, version))
         return 0;
     if (rs && (!put_text(w, ",\"remark\":", 10) || !put_quoted(w, rs, rn))) return 0;
     return put_text(w, "}", 1);
@@ -592,7 +604,7 @@ static PyObject *json_frame_head(PyObject *self, PyObject *const *args, Py_ssize
     }
     if (!header_alloc(&hs, cap)) goto done;
     jwriter w = {hs.buf, hs.buf + cap};
-    if (!put_format(&w, "{\"code\":%lld,\"extFields\":{", nums[0])) goto done;
+    if (!put_header_start(&w, nums[0])) goto done;
     if (has_ext) {
         it = 0;
         int first = 1;
@@ -669,7 +681,7 @@ static PyObject *fields_frame(PyObject *self, PyObject *const *args, Py_ssize_t 
     }
     if (!header_alloc(&hs, cap)) goto done;
     jwriter w = {hs.buf, hs.buf + cap};
-    if (!put_format(&w, "{\"code\":%lld,\"extFields\":{", nums[0])) goto done;
+    if (!put_header_start(&w, nums[0])) goto done;
     int first = 1;
     for (Py_ssize_t i = 0; i < count; i++) {
         PyObject *v = PyTuple_GET_ITEM(values, i);
@@ -683,7 +695,8 @@ static PyObject *fields_frame(PyObject *self, PyObject *const *args, Py_ssize_t 
             if (!vs || !put_quoted(&w, vs, vn)) goto done;
         } else {
             long long num;
-            if (!plain_int(v, &num) || !put_format(&w, "\"%lld\"", num)) goto done;
+            if (!plain_int(v, &num) || !PUT_LITERAL(&w, "\"") || !put_int(&w, num) || !PUT_LITERAL(&w, "\""))
+                goto done;
         }
     }
     if (!put_header_end(&w, nums[2], ls, ln, nums[1], nums[3], NULL, 0)) goto done;
