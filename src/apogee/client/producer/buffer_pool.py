@@ -14,8 +14,9 @@ request had left the connection by then).  A batch that went through the retry l
 gives its buffer back: an attempt that failed may still have bytes queued on its connection.
 
 Bodies under ``MIN_BYTES`` come from the heap's warm memory anyway and travel as ``bytes``.
-The idle buffers kept are bounded by ``max_bytes`` (the buffers in use are the in-flight
-requests', which the producer's ``max_inflight_messages`` bounds as before).
+The idle buffers kept are bounded by ``max_bytes``.  The buffers in use are the in-flight
+requests', which the producer's ``max_inflight_messages`` bounds as before; a pooled buffer
+may be larger than the batch it carries, but only the pool's ``max_bytes`` of them exist.
 """
 
 from __future__ import annotations
