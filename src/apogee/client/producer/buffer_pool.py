@@ -14,9 +14,10 @@ request had left the connection by then).  A batch that went through the retry l
 gives its buffer back: an attempt that failed may still have bytes queued on its connection.
 
 Bodies under ``MIN_BYTES`` come from the heap's warm memory anyway and travel as ``bytes``.
-The idle buffers kept are bounded by ``max_bytes``.  The buffers in use are the in-flight
-requests', which the producer's ``max_inflight_messages`` bounds as before; a pooled buffer
-may be larger than the batch it carries, but only the pool's ``max_bytes`` of them exist.
+The idle buffers kept are bounded by ``max_bytes``.  The buffers in use are one per in-flight
+request, which the producer's ``max_inflight_messages`` bounds as before; a reused buffer may
+be larger than the batch it now carries (it is an eighth larger than the batch it was made
+for), so when batches shrink the memory in flight shrinks only as buffers are dropped.
 """
 
 from __future__ import annotations
