@@ -507,8 +507,8 @@ static int put_header_end(jwriter *w, long long flag, const char *ls, Py_ssize_t
         !put_quoted(w, ls, ln) || !PUT_LITERAL(w, ",\"opaque\":") || !put_int(w, opaque) ||
         !PUT_LITERAL(w, ",\"serializeTypeCurrentRPC\":\"JSON\",\"version\":") || !put_int(w, version))
         return 0;
-    if (rs && (!put_text(w, ",\"remark\":", 10) || !put_quoted(w, rs, rn))) return 0;
-    return put_text(w, "}", 1);
+    if (rs && (!PUT_LITERAL(w, ",\"remark\":") || !put_quoted(w, rs, rn))) return 0;
+    return PUT_LITERAL(w, "}");
 }
 
 /* A buffer of cap bytes for a header: on the stack when it is small. */
@@ -612,7 +612,7 @@ static PyObject *json_frame_head(PyObject *self, PyObject *const *args, Py_ssize
             Py_ssize_t kn, vn;
             const char *ks = PyUnicode_AsUTF8AndSize(k, &kn), *vs = PyUnicode_AsUTF8AndSize(v, &vn);
             if (!ks || !vs) goto done;
-            if ((!first && !put_text(&w, ",", 1)) || !put_quoted(&w, ks, kn) || !put_text(&w, ":", 1) ||
+            if ((!first && !PUT_LITERAL(&w, ",")) || !put_quoted(&w, ks, kn) || !PUT_LITERAL(&w, ":") ||
                 !put_quoted(&w, vs, vn))
                 goto done;
             first = 0;
@@ -688,7 +688,7 @@ static PyObject *fields_frame(PyObject *self, PyObject *const *args, Py_ssize_t 
         if (v == Py_None) continue;
         Py_ssize_t kn, vn;
         const char *ks = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(keys, i), &kn);
-        if (!ks || (!first && !put_text(&w, ",", 1)) || !put_quoted(&w, ks, kn) || !put_text(&w, ":", 1)) goto done;
+        if (!ks || (!first && !PUT_LITERAL(&w, ",")) || !put_quoted(&w, ks, kn) || !PUT_LITERAL(&w, ":")) goto done;
         first = 0;
         if (PyUnicode_CheckExact(v)) {
             const char *vs = PyUnicode_AsUTF8AndSize(v, &vn);
