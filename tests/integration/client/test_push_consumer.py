@@ -20,6 +20,7 @@ from apogee.client import (
 from apogee.common import constants as c
 from tests.integration.client.conftest import FAST, FAST_CONSUMER, Cluster, unique, wait_until
 from tests.support.waiting import holds_for, next_millisecond, now_ms
+from tests.support.wire import wait_cluster_caught_up
 
 
 async def produce(cluster: Cluster, topic: str, n: int, tags: list[str] | None = None, start: int = 0) -> None:
@@ -166,6 +167,7 @@ async def test_broker_timestamp_start_skips_older_messages(cluster: Cluster) -> 
     cut = next_millisecond(now_ms())  # after the 10 were stored
     next_millisecond(cut)  # the 5 are stored after it
     await produce(cluster, topic, 5, start=10)
+    await wait_cluster_caught_up(cluster.ns)  # the ConsumeQueue trails the send's answer
     async with PullConsumer(unique("G"), cluster.ns, **FAST) as consumer:
         newer = 0
         for mq in await consumer.fetch_message_queues(topic):
