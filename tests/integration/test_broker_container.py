@@ -37,7 +37,7 @@ from tests.integration.client.conftest import FAST, FAST_CONSUMER
 from tests.support.names import unique
 from tests.support.processes import ServerProcess, start_namesrv
 from tests.support.waiting import wait_until
-from tests.support.wire import send_request, wait_cluster_caught_up
+from tests.support.wire import send_request, wait_caught_up, wait_cluster_caught_up
 
 CLUSTER = "ContainerCluster"
 QUEUES = 4
@@ -253,6 +253,7 @@ def test_a_killed_broker_is_started_again_at_its_address_while_the_other_serves(
     async def scenario() -> None:
         for _ in range(5):
             assert await send_to(victim.addr, topic) == 0
+        await wait_caught_up(victim.addr)  # the ConsumeQueue trails the send's answer
         before = sum([await max_offset(victim.addr, topic, q) for q in range(QUEUES)])
         assert before == 5
         os.kill(victim.pid, signal.SIGKILL)
@@ -260,6 +261,7 @@ def test_a_killed_broker_is_started_again_at_its_address_while_the_other_serves(
         assert await send_to(other.addr, topic) == 0  # the other broker never stopped serving
         await wait_until(lambda: sent(victim.addr), 30, "the restarted broker to take a send at its old address",
                          interval_s=0.1)
+        await wait_caught_up(victim.addr)
         after = sum([await max_offset(victim.addr, topic, q) for q in range(QUEUES)])
         assert after == before + 1  # what it had acknowledged before the kill is still there
 

@@ -186,7 +186,11 @@ def test_spark_connector_tls_options_reach_the_enforcing_broker(cluster: Cluster
             sent = await producer.send(Message(topic, b"x"))
         api = runtime.runtime().api_for(opts.tls)
         route = await SparkCluster(api, opts.namesrv, opts.request_timeout_ms).route(topic)
-        return await api.get_max_offset(route.broker_datas[0].broker_addrs[0], topic, sent.message_queue.queue_id)
+        addr = route.broker_datas[0].broker_addrs[0]
+        # Asked until the message is dispatched (the ConsumeQueue trails the send's answer); the
+        # wire helpers cannot wait here: they speak plain text, and this broker enforces TLS.
+        return await wait_until(lambda: api.get_max_offset(addr, topic, sent.message_queue.queue_id), 10,
+                                "the message in the queue's max offset")
 
     try:
         assert runtime.run(produce_then_ask(), 30) >= 1

@@ -19,7 +19,7 @@ from tests.integration.test_broker import start_broker
 from tests.support.names import unique
 from tests.support.processes import ServerProcess, start_namesrv
 from tests.support.waiting import wait_until
-from tests.support.wire import pull_request, send_request, wait_checked_past
+from tests.support.wire import pull_request, send_request, wait_caught_up, wait_checked_past
 
 CONF = "transactionCheckInterval=300\ntransactionTimeOut=1000\nmappedFileSizeCommitLog=67108864\n"
 
@@ -70,13 +70,14 @@ class Listener:
 
 
 async def make_topic(broker: ServerProcess, prefix: str) -> str:
-    """A new topic holding one message, b"seed"."""
+    """A new topic holding one message, b"seed", readable (dispatched) on return."""
     topic = unique(prefix)
     client = RemotingClient()
     try:
         await client.invoke(broker.addr, send_request(topic, b"seed"), 5000)
     finally:
         await client.close()
+    await wait_caught_up(broker.addr)  # the ConsumeQueue trails the send's answer
     return topic
 
 

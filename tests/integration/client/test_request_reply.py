@@ -27,6 +27,7 @@ from apogee.client.sync import SyncProducer
 from apogee.common import constants as c
 from apogee.errors import ReplyTimeoutError, SystemError_
 from tests.integration.client.conftest import FAST, FAST_CONSUMER, Cluster, unique, wait_until
+from tests.support.wire import wait_cluster_caught_up
 
 REPLY_TOPIC = "DefaultCluster_REPLY_TOPIC"
 
@@ -138,6 +139,7 @@ async def test_a_reply_to_a_requester_that_left_is_refused_and_stored(cluster: C
         with pytest.raises(ReplyTimeoutError):
             await fut
         client_id = requester._check_running().client_id
+    await wait_cluster_caught_up(cluster.ns)  # the ConsumeQueue trails the request's send answer
     # The request as a consumer would have received it (the broker adds CLUSTER).
     async with PullConsumer(unique("G"), cluster.ns, **FAST) as puller:
         (mq,) = [q for q in await puller.fetch_message_queues(topic) if await puller.max_offset(q) > 0]

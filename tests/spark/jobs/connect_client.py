@@ -16,12 +16,16 @@ Parquet, and a streaming copy SOURCE -> STREAM_OUT through the exactly-once sink
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sys
 import warnings
 from pathlib import Path
 from typing import Any
+
+sys.path.append(str(Path(__file__).resolve().parents[3]))  # the repository root: tests.support
+from tests.support.wire import wait_cluster_caught_up  # noqa: E402
 
 warnings.simplefilter("ignore", FutureWarning)
 
@@ -78,6 +82,7 @@ def main() -> None:
     spark.createDataFrame(written, "body binary, keys string, tags string, properties map<string,string>").write.format(
         "apogee"
     ).option("namesrv", namesrv).option("topic", target).mode("append").save()
+    asyncio.run(wait_cluster_caught_up(namesrv))  # the ConsumeQueues trail the sends' answers
     back = spark.read.format("apogee").option("namesrv", namesrv).option("topic", target).load()
     emit("written", [[b.hex(), k, t, p] for b, k, t, p in written])
     emit("written_back", rows_of(back))
@@ -120,6 +125,7 @@ def main() -> None:
     )
     query.awaitTermination(120)
     emit("sink_error", None if query.exception() is None else str(query.exception()))
+    asyncio.run(wait_cluster_caught_up(namesrv))  # and the commits' answers
     back = spark.read.format("apogee").option("namesrv", namesrv).option("topic", stream_out).load()
     emit("sink_rows", sorted([r.body.hex(), r.keys, r.tags, dict(r.properties)] for r in back.collect()))
     spark.stop()
