@@ -197,6 +197,27 @@ def produce(console: Console, namesrv: str, events: list[tuple[int, dict[str, An
 # --- the pipeline ---------------------------------------------------------------------------------
 
 
+def wait_readable(namesrv: str, broker: str, timeout_s: float = 30) -> None:
+    """Wait until the broker has dispatched everything it acknowledged (its runtime info's
+    ``dispatchBehindBytes`` is 0).  A send is answered once it is in the CommitLog and becomes
+    readable just after, as in RocketMQ: a read that must see every message acknowledged so far
+    (the pipeline's last pass, the summary's count) waits for this first."""
+    import asyncio
+
+    from apogee.admin.client import AdminClient
+    from apogee.spark import runtime
+
+    async def caught_up() -> None:
+        async with AdminClient(namesrv) as admin:
+            while (await admin.broker_runtime_info(broker)).get("dispatchBehindBytes") != "0":
+                await asyncio.sleep(0.01)
+
+    try:
+        runtime.run(asyncio.wait_for(caught_up(), timeout_s), timeout_s + 5)
+    except TimeoutError as exc:
+        raise DemoError(f"the broker did not make the acknowledged messages readable within {timeout_s:.0f} s") from exc
+
+
 def create_topics(namesrv: str, broker: str) -> None:
     from apogee.spark import runtime
 
@@ -282,6 +303,7 @@ def run_demo(console: Console, workdir: Path, out: Path, orders: int, rate: int)
         elapsed["produce"] = produce(console, server.namesrv, events, rate)
         t = time.perf_counter()
         with console.status("waiting for the pipeline to process every event ..."):
+            wait_readable(server.namesrv, server.broker)
             for query in queries:
                 query.processAllAvailable()
             for query in queries:
@@ -290,6 +312,7 @@ def run_demo(console: Console, workdir: Path, out: Path, orders: int, rate: int)
         for query in queries:
             if query.exception() is not None:
                 raise DemoError(str(query.exception()))
+        wait_readable(server.namesrv, server.broker)  # the cleaned events the sink wrote, counted next
         ok = summary(console, spark, server.namesrv, out, len(events), queries, elapsed)
         console.print(f"Finished in {time.perf_counter() - started:.0f} s; Spark and the servers are stopped.")
         return ExitStatus.SUCCESS if ok else ExitStatus.ERROR
