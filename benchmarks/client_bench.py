@@ -65,6 +65,7 @@ from apogee.client import (  # noqa: E402
 from apogee.client.consumer.offset_store import ReadOffsetType  # noqa: E402
 from apogee.remoting.loop import run  # noqa: E402
 from apogee.remoting.tls_config import TlsClientConfig  # noqa: E402
+from benchmarks.figures import save_table  # noqa: E402
 from tests.support.processes import ServerProcess, start_namesrv  # noqa: E402
 from tests.support.tls import make_certs  # noqa: E402
 
@@ -361,6 +362,7 @@ async def bench(ns: str, broker_pid: int | None, args: argparse.Namespace, other
     """``others``: more clusters W1 and W2 run against (--acl, --tls), runs alternating with the plain one's."""
     only = set(args.only.split(",")) if args.only else {"W1", "W2", "W3", "W4", "W5"}
     rows: list[tuple[str, str, list[float], list[float], list[float], dict[str, list[float]]]] = []
+    loads = [os.getloadavg()[0]]
     tag = int(time.time())
     plain = Target("", ns, broker_pid)
 
@@ -452,14 +454,23 @@ async def bench(ns: str, broker_pid: int | None, args: argparse.Namespace, other
                           lambda r: cpp_bench("bench-send", ns, f"CppW5_{tag}_{r}", "--count", args.cpp_messages,
                                               "--mode", "async", "--body-size", 100))
 
+    loads.append(os.getloadavg()[0])
     print()
     print(f"{'':7}{'workload':<52}{'median':>12}{'broker CPU':>12}{'client CPU':>12}  details (medians)")
+    table = []
     for name, label, values, bcpu, ccpu, extra in rows:
         details = ", ".join(f"{k} {statistics.median(v):,.3f}" for k, v in extra.items())
         print(
             f"{name:<7}{label:<52}{statistics.median(values):>12,.2f}{statistics.median(bcpu):>11.0f}%"
             f"{statistics.median(ccpu):>11.0f}%  {details}"
         )
+        table.append([name, label.strip(), f"{statistics.median(values):,.2f}", f"{statistics.median(bcpu):.0f}%",
+                      f"{statistics.median(ccpu):.0f}%", details])
+    if args.record:
+        path = save_table(args.record, title="Apogee's client against one broker (`benchmarks/client_bench.py`)",
+                          columns=("", "workload", "median", "broker CPU", "client CPU", "details (medians)"),
+                          rows=table, runs=args.runs, loads=loads)
+        print(f"recorded {path}")
 
 
 def main() -> None:
@@ -477,6 +488,8 @@ def main() -> None:
     parser.add_argument("--trace", action="store_true", help="W1, W2, W5 with enable_msg_trace (message traces)")
     parser.add_argument("--acl", action="store_true", help="W1 and W2 also against a broker with ACL on (signed)")
     parser.add_argument("--tls", action="store_true", help="W1 and W2 also over TLS (servers in permissive mode)")
+    parser.add_argument("--record", metavar="NAME", help="save the medians as benchmarks/results/NAME.json "
+                        "(the docs' figures: benchmarks/figures.py)")
     args = parser.parse_args()
     if args.namesrv:
         run(bench(args.namesrv, None, args))

@@ -47,6 +47,7 @@ from apogee.remoting.headers.consumer import TopicQueueRequestHeader  # noqa: E4
 from apogee.remoting.loop import run  # noqa: E402
 from benchmarks.broker_bench import cpu_seconds, pct, pipelined_sends, sync_sends  # noqa: E402
 from benchmarks.broker_cpu_bench import label  # noqa: E402
+from benchmarks.figures import save_table  # noqa: E402
 from tests.support.processes import ServerProcess, start_namesrv  # noqa: E402
 
 T = 10_000
@@ -251,29 +252,46 @@ async def bench(namesrv: str, root: Path, args: argparse.Namespace) -> None:
     for src in srcs:
         if src is not None:
             print(f"source tree {src} ({label(src)})")
-        report(src, {name: results[(src, name)] for name, _, _ in chosen}, catchups[src], args)
+        rows, summary = report(src, {name: results[(src, name)] for name, _, _ in chosen}, catchups[src], args)
+        if args.record:
+            path = save_table(args.record, title="Replication (`benchmarks/replication_bench.py`, 1 KiB bodies)",
+                              columns=COLUMNS, rows=rows, runs=args.runs, loads=loads, notes=summary)
+            print(f"recorded {path}")
+
+
+COLUMNS = ("", "sync/s", "p50 ms", "p99 ms", "cpu master, slave", "pipelined/s", "cpu master, slave",
+           "lag p50/p99 ms")
 
 
 def report(src: str | None, results: dict[str, list[dict[str, Any]]], catchups: list[dict[str, Any]],
-           args: argparse.Namespace) -> None:
-    print(f"{'':22} {'sync/s':>8} {'p50 ms':>7} {'p99 ms':>7} {'cpu':>11} {'pipelined/s':>12} {'cpu':>11}"
-          f" {'lag p50/p99 ms':>15}")
+           args: argparse.Namespace) -> tuple[list[list[str]], str]:
+    """Print the medians of one source tree; return them as table rows and the summary lines
+    (what ``--record`` keeps)."""
+    rows = []
     for name, runs in results.items():
         sc, pc = med(runs, "sync_cpu"), med(runs, "pipe_cpu")
         lag = f"{med(runs, 'lag_p50_ms'):.1f}/{med(runs, 'lag_p99_ms'):.1f}" if "lag_p99_ms" in runs[0] else "-"
-        print(f"{name:22} {med(runs, 'sync_rate'):8.0f} {med(runs, 'sync_p50_ms'):7.3f}"
-              f" {med(runs, 'sync_p99_ms'):7.3f} "
-              f"{sc[0]:5.2f},{sc[1]:5.2f} {med(runs, 'pipe_rate'):12.0f} {pc[0]:5.2f},{pc[1]:5.2f} {lag:>15}")
+        rows.append([name, f"{med(runs, 'sync_rate'):.0f}", f"{med(runs, 'sync_p50_ms'):.3f}",
+                     f"{med(runs, 'sync_p99_ms'):.3f}", f"{sc[0]:.2f}, {sc[1]:.2f}", f"{med(runs, 'pipe_rate'):.0f}",
+                     f"{pc[0]:.2f}, {pc[1]:.2f}", lag])
+    widths = [22, 8, 7, 7, 17, 12, 17, 15]
+    print(" ".join(f"{c:>{w}}" if i else f"{c:{w}}" for i, (c, w) in enumerate(zip(COLUMNS, widths, strict=True))))
+    for row in rows:
+        print(" ".join(f"{c:>{w}}" if i else f"{c:{w}}" for i, (c, w) in enumerate(zip(row, widths, strict=True))))
+    summary = []
     sync, asyn = results.get("SYNC_MASTER+slave"), results.get("ASYNC_MASTER+slave")
     if sync and asyn:
-        print(f"SYNC_MASTER / ASYNC_MASTER: sync sends {med(sync, 'sync_rate') / med(asyn, 'sync_rate'):.0%}"
-              " (target >= 70 %,"
-              f" p99 {med(sync, 'sync_p99_ms'):.3f} ms, target <= 1.5), pipelined "
-              f"{med(sync, 'pipe_rate') / med(asyn, 'pipe_rate'):.0%} (target >= 70 %)")
+        summary.append(
+            f"SYNC_MASTER / ASYNC_MASTER: sync sends {med(sync, 'sync_rate') / med(asyn, 'sync_rate'):.0%}"
+            f" (target >= 70 %, p99 {med(sync, 'sync_p99_ms'):.3f} ms, target <= 1.5), pipelined "
+            f"{med(sync, 'pipe_rate') / med(asyn, 'pipe_rate'):.0%} (target >= 70 %)")
     if catchups:
         cc = med(catchups, "catchup_cpu")
-        print(f"catch-up of a {args.backlog_mb} MB backlog: {med(catchups, 'catchup_mb_s'):.0f} MB/s"
-              f" (target >= 150), cpu {cc[0]:.2f},{cc[1]:.2f}")
+        summary.append(f"catch-up of a {args.backlog_mb} MB backlog: {med(catchups, 'catchup_mb_s'):.0f} MB/s"
+                       f" (target >= 150), cpu {cc[0]:.2f}, {cc[1]:.2f}")
+    for line in summary:
+        print(line)
+    return rows, ".\n".join(summary) + ("." if summary else "")
 
 
 def main() -> None:
@@ -285,7 +303,11 @@ def main() -> None:
     parser.add_argument("--backlog-mb", type=int, default=200, help="0: no catch-up run")
     parser.add_argument("--configs", default="single,async,sync", help="of single, async, sync")
     parser.add_argument("--src", action="append", help="run the brokers from this source tree (repeat to compare)")
+    parser.add_argument("--record", metavar="NAME", help="save the medians as benchmarks/results/NAME.json "
+                        "(the docs' figures: benchmarks/figures.py); only for the checkout's own tree")
     args = parser.parse_args()
+    if args.record and args.src:
+        parser.error("--record keeps the figures of this checkout: run it without --src")
     with tempfile.TemporaryDirectory() as tmp:
         namesrv = start_namesrv(Path(tmp) / "ns")
         try:
