@@ -20,7 +20,7 @@ def test_every_generated_block_matches_its_record() -> None:
 
 def test_the_docs_show_the_current_side_by_side_and_per_request_figures() -> None:
     shown = {name for path in figures.DOCS for name, _ in figures.blocks(path.read_text())}
-    assert {"peers-async", "broker-cpu", "replication"} <= shown
+    assert {"peers-async", "peers-sync", "broker-cpu", "replication", "client-acl-tls"} <= shown
 
 
 def _row(system: str, workload: str, **fields: float) -> dict[str, Any]:
