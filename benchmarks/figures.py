@@ -52,7 +52,7 @@ _PEER_FIELDS = (
 # --- records --------------------------------------------------------------------------------
 
 
-def _commit() -> str:
+def measured_commit() -> str:
     """The short commit the run measured, marked ``+changes`` when the tree differed from it."""
     def git(*args: str) -> str:
         return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=False).stdout.strip()
@@ -85,7 +85,7 @@ def save_table(
     cells: the benchmark decides how a figure is shown, the docs only repeat it)."""
     load = list(loads)
     record = {
-        "name": name, "kind": "table", "title": title, "command": command_line(), "commit": _commit(),
+        "name": name, "kind": "table", "title": title, "command": command_line(), "commit": measured_commit(),
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d"), "runs": runs,
         "cores": os.cpu_count(), "load": [round(min(load), 1), round(max(load), 1)] if load else None,
         "columns": list(columns), "rows": [[str(cell) for cell in row] for row in rows], "notes": notes,
@@ -107,8 +107,8 @@ def save_peers(
                 rows.append({k: row[k] for k in _PEER_FIELDS if k in row})
     if not rows:
         raise ValueError("no harness rows in " + ", ".join(map(str, paths)))
-    meta = {"name": name, "kind": "peers", "flush": flush, "commit": commit or _commit(), "commands": list(commands),
-            "date": datetime.datetime.fromtimestamp(min(r.get("started", 0) for r in rows),
+    meta = {"name": name, "kind": "peers", "flush": flush, "commit": commit or measured_commit(),
+            "commands": list(commands), "date": datetime.datetime.fromtimestamp(min(r.get("started", 0) for r in rows),
                                                     datetime.UTC).strftime("%Y-%m-%d")}
     text = json.dumps(meta, ensure_ascii=False) + "\n" + "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
     return _write(RESULTS / f"{name}.jsonl", text)
