@@ -2,9 +2,9 @@
 
 A benchmark run with ``--record NAME`` saves its medians, with the command, the commit, the
 date and the load it ran under, as ``benchmarks/results/NAME.json``.  The peer harness in
-``../shared/bench`` writes JSON lines of its own; ``figures.py peers NAME FILE...`` keeps the
-fields the tables use as ``benchmarks/results/NAME.jsonl``.  Each doc shows a record between
-two markers::
+``../shared/bench`` writes JSON lines of its own: ``peers_bench.py --record NAME`` (or, for
+files of a run made by hand, ``figures.py peers NAME FILE...``) keeps the fields the tables
+use as ``benchmarks/results/NAME.jsonl``.  Each doc shows a record between two markers::
 
     <!-- figures: NAME -->
     ...written by this script...
@@ -17,7 +17,7 @@ suite.  The dated sections around the blocks are the history: what earlier runs 
 with their commands.
 
     .venv/bin/python benchmarks/broker_cpu_bench.py --runs 5 --record broker-cpu
-    .venv/bin/python benchmarks/figures.py peers peers-async apogee.jsonl redis.jsonl rstream.jsonl
+    .venv/bin/python benchmarks/peers_bench.py --python /tmp/vbench/bin/python --record peers-async
     .venv/bin/python benchmarks/figures.py
 """
 
