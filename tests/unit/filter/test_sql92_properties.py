@@ -77,7 +77,7 @@ def _parses(text: str) -> bool:
     return True
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow])
 @given(expressions, props_strategy)
 def test_compiled_equals_reference(text: str, props: dict[str, str]) -> None:
     assume(_parses(text))
@@ -86,7 +86,7 @@ def test_compiled_equals_reference(text: str, props: dict[str, str]) -> None:
     assert compile_sql92(text)(props) is (expected is True)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow])
 @given(expressions, props_strategy)
 def test_not_is_three_valued(text: str, props: dict[str, str]) -> None:
     assume(_parses(text))
@@ -128,7 +128,7 @@ def test_not_is_the_complement_when_everything_is_known(text: str, props: dict[s
     assert compile_sql92(f"NOT ({text})")(props) is not compile_sql92(text)(props)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow])
 @given(expressions)
 def test_to_sql_round_trip(text: str) -> None:
     assume(_parses(text))
