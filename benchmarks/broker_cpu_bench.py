@@ -341,6 +341,14 @@ def label(src: str) -> str:
     return f"{git('rev-parse', '--short', 'HEAD')}{'+' if git('status', '--porcelain', '--', '.') else ''}"
 
 
+# The medians table, printed and (--record) kept for the docs.
+COLUMNS = ("workload", "broker", "req/s", "broker µs/req", "loop thread", "broker CPU", "generator µs/req",
+           "bytes/answer")
+RECORD_NOTES = ("send: single SEND_MESSAGE_V2 (1 KiB) pipelined; pull: PULL_MESSAGE of 32 pipelined over 8 queues; "
+                "send1, pull1: one at a time; cpp: the Apache RocketMQ C++ client's async sends.  Issue 23's "
+                "targets: <= 12 µs of broker CPU per single send, <= 20 µs per pull of 32.")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--generate", help=argparse.SUPPRESS)
@@ -441,13 +449,6 @@ def main() -> None:
                           f"(`benchmarks/broker_cpu_bench.py`, {args.flush})",
                           columns=COLUMNS, rows=rows, runs=args.runs, loads=loads, notes=RECORD_NOTES)
         print(f"recorded {path}")
-
-
-COLUMNS = ("workload", "broker", "req/s", "broker µs/req", "loop thread", "broker CPU", "generator µs/req",
-           "bytes/answer")
-RECORD_NOTES = ("send: single SEND_MESSAGE_V2 (1 KiB) pipelined; pull: PULL_MESSAGE of 32 pipelined over 8 queues; "
-                "send1, pull1: one at a time; cpp: the Apache RocketMQ C++ client's async sends.  Issue 23's "
-                "targets: <= 12 µs of broker CPU per single send, <= 20 µs per pull of 32.")
 
 
 def _fill_backlog(broker: ServerProcess) -> None:

@@ -460,12 +460,10 @@ async def bench(ns: str, broker_pid: int | None, args: argparse.Namespace, other
     table = []
     for name, label, values, bcpu, ccpu, extra in rows:
         details = ", ".join(f"{k} {statistics.median(v):,.3f}" for k, v in extra.items())
-        print(
-            f"{name:<7}{label:<52}{statistics.median(values):>12,.2f}{statistics.median(bcpu):>11.0f}%"
-            f"{statistics.median(ccpu):>11.0f}%  {details}"
-        )
-        table.append([name, label.strip(), f"{statistics.median(values):,.2f}", f"{statistics.median(bcpu):.0f}%",
-                      f"{statistics.median(ccpu):.0f}%", details])
+        row = [name, label.strip(), f"{statistics.median(values):,.2f}", f"{statistics.median(bcpu):.0f}%",
+               f"{statistics.median(ccpu):.0f}%", details]
+        print(f"{name:<7}{label:<52}{row[2]:>12}{row[3]:>12}{row[4]:>12}  {details}")
+        table.append(row)
     if args.record:
         path = save_table(args.record, title="Apogee's client against one broker (`benchmarks/client_bench.py`)",
                           columns=("", "workload", "median", "broker CPU", "client CPU", "details (medians)"),

@@ -2,9 +2,8 @@
 
 A benchmark run with ``--record NAME`` saves its medians, with the command, the commit, the
 date and the load it ran under, as ``benchmarks/results/NAME.json``.  The peer harness in
-``../shared/bench`` writes JSON lines of its own: ``peers_bench.py --record NAME`` (or, for
-files of a run made by hand, ``figures.py peers NAME FILE...``) keeps the fields the tables
-use as ``benchmarks/results/NAME.jsonl``.  Each doc shows a record between two markers::
+``../shared/bench`` writes JSON lines of its own: ``peers_bench.py --record NAME`` keeps the
+fields the tables use as ``benchmarks/results/NAME.jsonl``.  Each doc shows a record between two markers::
 
     <!-- figures: NAME -->
     ...written by this script...
@@ -44,7 +43,7 @@ _BLOCK = re.compile(r"(<!-- figures: (?P<name>[\w.-]+) -->\n)(?P<body>.*?)(<!-- 
 
 # The harness's fields a peers record keeps: what the tables below read, and where a row came from.
 _PEER_FIELDS = (
-    "system", "adapter", "workload", "rep", "noisy", "error", "msgs_per_s", "MB_per_s", "p50_us", "p99_us",
+    "system", "adapter", "workload", "rep", "noisy", "error", "msgs_per_s", "p50_us", "p99_us",
     "e2e_p50_us", "e2e_p99_us", "server_cpu_cores", "client_cpu_cores", "started",
 )
 
@@ -161,15 +160,11 @@ def render_table(record: dict[str, Any]) -> str:
     return "\n".join(out) + "\n"
 
 
-def _spread(values: Sequence[float], digits: int = 0) -> str:
+def _spread(values: Sequence[float]) -> str:
     """Median [min-max], as the harness's own report writes them."""
     if not values:
         return ""
-
-    def f(v: float) -> str:
-        return f"{v:,.{digits}f}"
-
-    return f"{f(statistics.median(values))} [{f(min(values))}-{f(max(values))}]"
+    return f"{statistics.median(values):,.0f} [{min(values):,.0f}-{max(values):,.0f}]"
 
 
 def _values(rows: Sequence[dict[str, Any]], system: str, workload: str, key: str) -> list[float]:
@@ -225,6 +220,7 @@ def render_peers(record: dict[str, Any]) -> str:
     rows = record["rows"]
     systems = list(dict.fromkeys(r["system"] for r in rows))
     apogee = {r["system"] for r in rows if r["adapter"] == "apogee"}
+    names = {s: "Apogee" if s in apogee else s for s in systems}  # Apogee's rows carry the run's label
     workloads = [w for w in ("W1", "W2", "W3", "W4", "W5") if any(r["workload"] == w for r in rows)]
     reps = max(r.get("rep", 1) for r in rows)
     flush = record.get("flush", "ASYNC_FLUSH")
@@ -235,7 +231,7 @@ def render_peers(record: dict[str, Any]) -> str:
              "W4": ["W4 e2e p50 / p99 us"], "W5": ["W5 100 B msgs/s"]}
     table = []
     for s in systems:
-        cells = ["Apogee" if s in apogee else s]
+        cells = [names[s]]
         for w in workloads:
             if w == "W1":
                 cells += [_spread(_values(rows, s, w, "msgs_per_s")),
@@ -249,7 +245,7 @@ def render_peers(record: dict[str, Any]) -> str:
     out += ["", "CPU in cores, server / client (medians):", ""]
     cpu = []
     for s in systems:
-        cells = ["Apogee" if s in apogee else s]
+        cells = [names[s]]
         for w in workloads:
             sv, cl = _median(rows, s, w, "server_cpu_cores"), _median(rows, s, w, "client_cpu_cores")
             cells.append("" if sv is None or cl is None else f"{sv:.2f} / {cl:.2f}")
@@ -306,19 +302,8 @@ def has_record(name: str, results: Path = RESULTS) -> bool:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest="what")
-    peers = sub.add_parser("peers", help="keep a peer-harness run (its JSON lines files) as a record")
-    peers.add_argument("name")
-    peers.add_argument("files", nargs="+", type=Path)
-    peers.add_argument("--flush", default="ASYNC_FLUSH", choices=["ASYNC_FLUSH", "SYNC_FLUSH"])
-    peers.add_argument("--command", action="append", default=[], help="a command of the run (repeat, in order)")
-    peers.add_argument("--commit", help="the commit Apogee ran from (default: this checkout's)")
     parser.add_argument("--check", action="store_true", help="only report blocks that differ from their records")
     args = parser.parse_args()
-    if args.what == "peers":
-        path = save_peers(args.name, args.files, args.command, args.flush, args.commit)
-        print(f"saved {path.relative_to(ROOT)}")
-        return
     if args.check:
         bad = stale()
         for line in bad:
