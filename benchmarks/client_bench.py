@@ -21,6 +21,10 @@ With --cpp the Apache RocketMQ C++ client (rocketmq==0.4.4 in .venv-interop, via
 tests/interop/clients/cpp_client.py) runs W1, W2, W3 and W5 on the same broker for comparison
 (smaller counts for its sends: it has no batching and its async send is slow).
 
+With --keep-futures W2 and W5 keep every future and check each result once all are in, as
+the peer harness's adapter does: the futures and results alive are then part of the cost (the
+garbage collector walks what it tracks, docs/client.md).
+
 With --trace the producers of W1, W2 and W5 write message traces (enable_msg_trace; W1 also
 reports the trace records dropped because the dispatcher's queue was full).
 
@@ -61,6 +65,7 @@ from apogee.client import (  # noqa: E402
     Producer,
     PullConsumer,
     PushConsumer,
+    SendStatus,
 )
 from apogee.client.consumer.offset_store import ReadOffsetType  # noqa: E402
 from apogee.remoting.loop import run  # noqa: E402
@@ -178,17 +183,24 @@ async def w1(
 
 
 async def produce_async(
-    ns: str, topic: str, n: int, size: int, group: str, trace: bool = False, options: dict[str, Any] | None = None
+    ns: str, topic: str, n: int, size: int, group: str, trace: bool = False, options: dict[str, Any] | None = None,
+    keep: bool = False,
 ) -> float:
+    """``keep``: every future is kept and each result checked once all are in, as the peer
+    harness's adapter does (what the garbage collector then walks is part of the cost)."""
     body = b"x" * size
     async with Producer(group, ns, default_topic_queue_nums=8, enable_msg_trace=trace, **(options or {})) as p:
         await p.send(Message(topic, body))
         start = time.perf_counter()
         last = None
+        kept = []
         for _ in range(n):
             last = await p.send_async(Message(topic, body, properties={"TAGS": "TagA"}))
+            if keep:
+                kept.append(last)
         await p.flush()
         assert last is not None and last.done() and last.exception() is None
+        assert all(f.result().status is SendStatus.SEND_OK for f in kept)
         return n / (time.perf_counter() - start)
 
 
@@ -410,7 +422,7 @@ async def bench(ns: str, broker_pid: int | None, args: argparse.Namespace, other
             "W2",
             f"send_async auto-batched 1 KiB x {args.messages} (msgs/s)",
             lambda r, t: produce_async(
-                t.ns, f"BenchW2_{tag}_{r}", args.messages, 1024, "bench_w2", args.trace, t.options
+                t.ns, f"BenchW2_{tag}_{r}", args.messages, 1024, "bench_w2", args.trace, t.options, args.keep_futures
             ),
             (plain, *others),
             per_message=True,
@@ -433,7 +445,9 @@ async def bench(ns: str, broker_pid: int | None, args: argparse.Namespace, other
         await measure(
             "W5",
             f"send_async auto-batched 100 B x {args.messages} (msgs/s)",
-            lambda r: produce_async(ns, f"BenchW5_{tag}_{r}", args.messages, 100, "bench_w5", args.trace),
+            lambda r: produce_async(
+                ns, f"BenchW5_{tag}_{r}", args.messages, 100, "bench_w5", args.trace, keep=args.keep_futures
+            ),
         )
 
     if args.cpp and CPP_PYTHON.exists():
@@ -484,6 +498,8 @@ def main() -> None:
     parser.add_argument("--cpp-sync-messages", type=int, default=5_000)
     parser.add_argument("--cpp-messages", type=int, default=20_000)
     parser.add_argument("--trace", action="store_true", help="W1, W2, W5 with enable_msg_trace (message traces)")
+    parser.add_argument("--keep-futures", action="store_true",
+                        help="W2 and W5 keep every future and check each result at the end (the peer harness's way)")
     parser.add_argument("--acl", action="store_true", help="W1 and W2 also against a broker with ACL on (signed)")
     parser.add_argument("--tls", action="store_true", help="W1 and W2 also over TLS (servers in permissive mode)")
     parser.add_argument("--record", metavar="NAME", help="save the medians as benchmarks/results/NAME.json "

@@ -342,7 +342,8 @@ PyDoc_STRVAR(complete_sends_doc,
 "region, trace), built as a tuple (a NamedTuple) without result_type.__new__'s checks, set as the\n"
 "result of futures[i] unless that future is done (reference: api.parse_send_response + the\n"
 "loop in Producer._batch_done).  The three lists must have the same length (ValueError, and\n"
-"RuntimeError if a future's done() or set_result changes them).");
+"RuntimeError if a future's done() or set_result changes them).  The results are not tracked\n"
+"by the cyclic garbage collector, so status and mq must never refer to a result.");
 
 /* 1 when instances of t are plain tuples, so that one built by tp_alloc and filled item by
  * item is whole: tuple itself, or classes declaring __slots__ = () down to it (a NamedTuple).
@@ -405,6 +406,13 @@ static PyObject *complete_sends(PyObject *self, PyObject *const *args, Py_ssize_
         }
         Py_DECREF(uniq);
         Py_DECREF(oid);
+        /* No reference cycle can run through r: it is immutable and its items were made
+         * before it -- str, int and bool, and the caller's status and mq, which refer to no
+         * result (an enum member, a MessageQueue of str and int).  So the cyclic collector
+         * need not track it, as CPython untracks tuples of atoms itself (but not instances of
+         * a tuple subclass).  An application that keeps many futures alive keeps their
+         * results: every full collection walked each of them (docs/client.md). */
+        PyObject_GC_UnTrack(r);
         PyObject *ok = PyObject_CallMethodOneArg(fut, set_result_name, r);
         Py_DECREF(r);
         Py_DECREF(fut);

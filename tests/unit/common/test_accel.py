@@ -294,6 +294,36 @@ def test_complete_sends_matches_send_results() -> None:
         loop.close()
 
 
+def test_complete_sends_results_cost_the_collector_nothing_and_are_still_freed() -> None:
+    """An application that keeps its futures keeps their results: untracked, a full
+    collection does not walk them, and a cycle holding their futures is still collected."""
+    import asyncio
+    import gc
+    import weakref
+
+    from apogee.client.types import SendResult, SendStatus
+    from apogee.common.message import MessageQueue
+
+    loop = asyncio.new_event_loop()
+    try:
+        futures = [loop.create_future() for _ in range(3)]
+        native.complete_sends(
+            futures, SendResult, SendStatus.SEND_OK, ["u0", "u1", "u2"], ["o0", "o1", "o2"], MessageQueue("T", "b", 0),
+            7, "r", False,
+        )
+        results = [f.result() for f in futures]
+        assert not any(gc.is_tracked(r) for r in results)
+        assert gc.is_tracked(SendResult(SendStatus.SEND_OK, "u", "o", MessageQueue("T", "b", 0), 7))  # the rule's reason
+        cycle: list[object] = [*futures]
+        cycle.append(cycle)
+        watch = weakref.ref(futures[0])
+        del futures, results, cycle
+        gc.collect()
+        assert watch() is None
+    finally:
+        loop.close()
+
+
 def _broker_rewrite(props: str, cluster: str) -> str:
     """What SendProcessor's full path stores for a single send: WAIT dropped, CLUSTER set."""
     parsed = mc.parse_properties(props)
