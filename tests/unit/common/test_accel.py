@@ -313,7 +313,7 @@ def test_complete_sends_results_cost_the_collector_nothing_and_are_still_freed()
         )
         results = [f.result() for f in futures]
         assert not any(gc.is_tracked(r) for r in results)
-        assert gc.is_tracked(SendResult(SendStatus.SEND_OK, "u", "o", MessageQueue("T", "b", 0), 7))  # the rule's reason
+        assert gc.is_tracked(SendResult(SendStatus.SEND_OK, "u", "o", MessageQueue("T", "b", 0), 7))  # else tracked
         cycle: list[object] = [*futures]
         cycle.append(cycle)
         watch = weakref.ref(futures[0])
