@@ -343,7 +343,8 @@ PyDoc_STRVAR(complete_sends_doc,
 "result of futures[i] unless that future is done (reference: api.parse_send_response + the\n"
 "loop in Producer._batch_done).  The three lists must have the same length (ValueError, and\n"
 "RuntimeError if a future's done() or set_result changes them).  The results are not tracked\n"
-"by the cyclic garbage collector, so status and mq must never refer to a result.");
+"by the cyclic garbage collector, so no value given (status, mq, the ids, region, trace) may\n"
+"ever refer to a result.");
 
 /* 1 when instances of t are plain tuples, so that one built by tp_alloc and filled item by
  * item is whole: tuple itself, or classes declaring __slots__ = () down to it (a NamedTuple).
@@ -407,8 +408,8 @@ static PyObject *complete_sends(PyObject *self, PyObject *const *args, Py_ssize_
         Py_DECREF(uniq);
         Py_DECREF(oid);
         /* No reference cycle can run through r: it is immutable and its items were made
-         * before it -- str, int and bool, and the caller's status and mq, which refer to no
-         * result (an enum member, a MessageQueue of str and int).  So the cyclic collector
+         * before it -- the ids, offset, region and trace (str, int, bool), the caller's status
+         * and mq, which refer to no result (an enum member, a MessageQueue of str and int).  So the cyclic collector
          * need not track it, as CPython untracks tuples of atoms itself (but not instances of
          * a tuple subclass).  An application that keeps many futures alive keeps their
          * results: every full collection walked each of them (docs/client.md). */
