@@ -422,7 +422,8 @@ async def bench(ns: str, broker_pid: int | None, args: argparse.Namespace, other
             "W2",
             f"send_async auto-batched 1 KiB x {args.messages} (msgs/s)",
             lambda r, t: produce_async(
-                t.ns, f"BenchW2_{tag}_{r}", args.messages, 1024, "bench_w2", args.trace, t.options, args.keep_futures
+                t.ns, f"BenchW2_{tag}_{r}", args.messages, 1024, "bench_w2", args.trace, t.options,
+                keep=args.keep_futures,
             ),
             (plain, *others),
             per_message=True,
