@@ -194,11 +194,31 @@ _TARGETS = {
 }
 
 
+_BUSY_POLL = re.compile(r"apogee-busypoll(\d+)us-")
+
+
+def apogee_name(system: str) -> str:
+    """How a table names one of Apogee's rows (``peers_bench.apogee_label`` made it)."""
+    m = _BUSY_POLL.match(system)
+    return f"Apogee, busy poll {m[1]} us" if m else "Apogee"
+
+
 def targets(record: dict[str, Any]) -> list[tuple[str, str, str, float, bool]]:
     """(target, Apogee's median, the best peer's, ratio, met) for each target the record's
-    workloads cover.  The best peer is the one with the best median of the run."""
+    workloads cover, per Apogee configuration of the run (the target's label names it when
+    there are several).  The best peer is the one with the best median of the run."""
     rows = record["rows"]
-    apogee = next(r["system"] for r in rows if r["adapter"] == "apogee")
+    variants = list(dict.fromkeys(r["system"] for r in rows if r["adapter"] == "apogee"))
+    out = []
+    for apogee in variants:
+        suffix = f" ({apogee_name(apogee)})" if len(variants) > 1 else ""
+        out += [(label + suffix, *rest) for label, *rest in _targets_of(rows, apogee, record)]
+    return out
+
+
+def _targets_of(
+    rows: Sequence[dict[str, Any]], apogee: str, record: dict[str, Any]
+) -> list[tuple[str, str, str, float, bool]]:
     peers = sorted({r["system"] for r in rows if r["adapter"] != "apogee"})
     out = []
     for label, workload, key, factor in _TARGETS[record.get("flush", "ASYNC_FLUSH")]:
@@ -220,7 +240,7 @@ def render_peers(record: dict[str, Any]) -> str:
     rows = record["rows"]
     systems = list(dict.fromkeys(r["system"] for r in rows))
     apogee = {r["system"] for r in rows if r["adapter"] == "apogee"}
-    names = {s: "Apogee" if s in apogee else s for s in systems}  # Apogee's rows carry the run's label
+    names = {s: apogee_name(s) if s in apogee else s for s in systems}  # Apogee's rows carry the run's label
     workloads = [w for w in ("W1", "W2", "W3", "W4", "W5") if any(r["workload"] == w for r in rows)]
     reps = max(r.get("rep", 1) for r in rows)
     flush = record.get("flush", "ASYNC_FLUSH")

@@ -13,7 +13,12 @@ checkout's ``src`` goes first on its path, so the client measured is the one bes
 
     .venv/bin/python benchmarks/peers_bench.py --python /tmp/vbench/bin/python --record peers-async
     .venv/bin/python benchmarks/peers_bench.py --python /tmp/vbench/bin/python --flush SYNC_FLUSH --record peers-sync
+    .venv/bin/python benchmarks/peers_bench.py --python /tmp/vbench/bin/python --busy-poll-us 0,200 \\
+        --record peers-async-busypoll
     .venv/bin/python benchmarks/figures.py
+
+``--busy-poll-us 0,200`` runs Apogee twice, without and with busy polling on both its broker
+and its client, beside the same peers.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from apogee.remoting.config import BUSY_POLL_ENV  # noqa: E402
 from benchmarks.figures import command_line, measured_commit, save_peers  # noqa: E402
 from tests.support.processes import start_broker, start_namesrv  # noqa: E402
 
@@ -46,6 +52,35 @@ def harness(python: str, bench: Path, args: list[str], env: dict[str, str] | Non
                    env={**os.environ, **(env or {})})
 
 
+def apogee_label(commit: str, busy_poll_us: int) -> str:
+    """The harness's system name for Apogee's rows (``figures.apogee_name`` reads it back)."""
+    return f"apogee-{commit}" if busy_poll_us <= 0 else f"apogee-busypoll{busy_poll_us}us-{commit}"
+
+
+def run_apogee(
+    args: argparse.Namespace, bench: Path, root: Path, result: Path, label: str, flag: str, busy_poll_us: int
+) -> None:
+    """A fresh NameServer and broker from this checkout, the harness's workloads against them
+    through Apogee's client, both stopped by PID."""
+    namesrv = start_namesrv(root / "ns")
+    try:
+        conf = (f"brokerClusterName=Bench\nbrokerName=bench-a\nautoCreateTopicEnable=true\n"
+                f"flushDiskType={args.flush}\n")
+        broker = start_broker(namesrv.addr, root / "store", conf, "--log-level", "WARNING",
+                              "--busy-poll-us", str(busy_poll_us))
+        try:
+            harness(args.python, bench, [
+                "--peer", "external", "--adapter", "apogee", "--label", label,
+                "--server-pids", f"{broker.pid},{namesrv.pid}", "--opt", f"namesrv={namesrv.addr}",
+                "--opt", f"flush={flag}", "--workloads", WORKLOADS[args.flush], "--repeat", str(args.repeat),
+                "--out", str(result),
+            ], env={"PYTHONPATH": str(ROOT / "src"), BUSY_POLL_ENV: str(busy_poll_us)})
+        finally:
+            broker.close()
+    finally:
+        namesrv.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--python", required=True, help="the harness's Python (its README's venv)")
@@ -54,7 +89,16 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--no-peers", action="store_true", help="Apogee only (a record needs the peers)")
     parser.add_argument("--record", metavar="NAME", help="save every row as benchmarks/results/NAME.jsonl")
+    parser.add_argument(
+        "--busy-poll-us", default="0", metavar="US[,US...]",
+        help="Apogee runs once per value, broker (--busy-poll-us) and client ($APOGEE_BUSY_POLL_US) "
+        "polling that long after traffic; 0: off (docs/performance.md, Busy polling)",
+    )
     args = parser.parse_args()
+    try:
+        windows = [int(v) for v in args.busy_poll_us.split(",")]
+    except ValueError:
+        parser.error("--busy-poll-us takes whole microseconds, e.g. 0,200")
     if args.record and args.no_peers:
         parser.error("a record compares Apogee with the peers of the same run: drop --no-peers")
     bench = Path(args.bench).resolve()
@@ -62,23 +106,10 @@ def main() -> None:
     commit = measured_commit()
     with tempfile.TemporaryDirectory(prefix="peers-bench-") as tmp:
         out = Path(tmp)
-        files = [out / "apogee.jsonl"]
-        namesrv = start_namesrv(out / "ns")
-        try:
-            conf = (f"brokerClusterName=Bench\nbrokerName=bench-a\nautoCreateTopicEnable=true\n"
-                    f"flushDiskType={args.flush}\n")
-            broker = start_broker(namesrv.addr, out / "store", conf, "--log-level", "WARNING")
-            try:
-                harness(args.python, bench, [
-                    "--peer", "external", "--adapter", "apogee", "--label", f"apogee-{commit}",
-                    "--server-pids", f"{broker.pid},{namesrv.pid}", "--opt", f"namesrv={namesrv.addr}",
-                    "--opt", f"flush={flag}", "--workloads", WORKLOADS[args.flush], "--repeat", str(args.repeat),
-                    "--out", str(files[0]),
-                ], env={"PYTHONPATH": str(ROOT / "src")})
-            finally:
-                broker.close()
-        finally:
-            namesrv.close()
+        files = []
+        for window in windows:
+            files.append(out / f"apogee-{window}.jsonl")
+            run_apogee(args, bench, out / f"apogee-{window}", files[-1], apogee_label(commit, window), flag, window)
         if not args.no_peers:
             for n, (peer, systems, workloads) in enumerate(PEERS[args.flush]):
                 files.append(out / f"peer{n}.jsonl")

@@ -43,6 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from apogee.remoting.client import RemotingClient  # noqa: E402
 from apogee.remoting.codes import RequestCode, ResponseCode  # noqa: E402
 from apogee.remoting.command import RemotingCommand  # noqa: E402
+from apogee.remoting.config import RemotingConfig  # noqa: E402
 from apogee.remoting.headers.consumer import TopicQueueRequestHeader  # noqa: E402
 from apogee.remoting.loop import run  # noqa: E402
 from benchmarks.broker_bench import cpu_seconds, pct, pipelined_sends, sync_sends  # noqa: E402
@@ -53,11 +54,20 @@ from tests.support.processes import ServerProcess, start_namesrv  # noqa: E402
 T = 10_000
 
 
+# busyPollUs of every broker and of the benchmark's client (--busy-poll-us; 0: off).
+BUSY_POLL_US = 0
+
+
+def bench_client() -> RemotingClient:
+    return RemotingClient(RemotingConfig(busy_poll_us=BUSY_POLL_US))
+
+
 def start(namesrv: str, store: Path, conf: str, src: str | None = None) -> ServerProcess:
     """A broker on a fresh ``store``; from the source tree ``src`` when given."""
     store.parent.mkdir(parents=True, exist_ok=True)
     path = store.parent / f"{store.name}.conf"
-    path.write_text("brokerName=bench-ha\n" + conf)
+    polling = f"busyPollUs={BUSY_POLL_US}\n" if BUSY_POLL_US else ""  # a tree before it knows no such key
+    path.write_text("brokerName=bench-ha\n" + polling + conf)
     return ServerProcess(
         ["broker", "-n", namesrv, "-c", str(path), "--listen", "127.0.0.1:0", "--store-dir", str(store),
          "--broker-ip", "127.0.0.1", "--log-level", "WARNING"],
@@ -122,7 +132,7 @@ async def send_workloads(
     namesrv: str, root: Path, role: str | None, slave: bool, args: argparse.Namespace, src: str | None
 ) -> dict[str, Any]:
     group = Group(namesrv, root, role, slave, src)
-    client = RemotingClient()
+    client = bench_client()
     try:
         await group.linked(client)
         topic = f"Bench{int(time.time() * 1000)}"
@@ -192,7 +202,7 @@ class LagProbe:
 
 async def catch_up(namesrv: str, root: Path, args: argparse.Namespace, src: str | None) -> dict[str, Any]:
     group = Group(namesrv, root, None, slave=False, src=src)
-    client = RemotingClient()
+    client = bench_client()
     try:
         topic = f"Backlog{int(time.time() * 1000)}"
         n = args.backlog_mb * 1024 * 1024 // 1200
@@ -247,14 +257,17 @@ async def bench(namesrv: str, root: Path, args: argparse.Namespace) -> None:
             if args.backlog_mb:
                 catchups[src].append(await catch_up(namesrv, root / f"{i}-{n}-catchup", args, src))
         loads.append(os.getloadavg()[0])
+    polling = f"; busy polling {BUSY_POLL_US} us on brokers and client" if BUSY_POLL_US else ""
     print(f"1 KiB bodies, medians of {args.runs}; cpu = CPU seconds per wall second (master, slave);"
-          f" load average (1 min) {min(loads):.2f}..{max(loads):.2f}")
+          f" load average (1 min) {min(loads):.2f}..{max(loads):.2f}{polling}")
     for src in srcs:
         if src is not None:
             print(f"source tree {src} ({label(src)})")
         rows, summary = report(src, {name: results[(src, name)] for name, _, _ in chosen}, catchups[src], args)
         if args.record:
-            path = save_table(args.record, title="Replication (`benchmarks/replication_bench.py`, 1 KiB bodies)",
+            title = "Replication (`benchmarks/replication_bench.py`, 1 KiB bodies" + (
+                f", busy polling {BUSY_POLL_US} us)" if BUSY_POLL_US else ")")
+            path = save_table(args.record, title=title,
                               columns=COLUMNS, rows=rows, runs=args.runs, loads=loads, notes=summary)
             print(f"recorded {path}")
 
@@ -305,7 +318,11 @@ def main() -> None:
     parser.add_argument("--src", action="append", help="run the brokers from this source tree (repeat to compare)")
     parser.add_argument("--record", metavar="NAME", help="save the medians as benchmarks/results/NAME.json "
                         "(the docs' figures: benchmarks/figures.py); only for the checkout's own tree")
+    parser.add_argument("--busy-poll-us", type=int, default=0, metavar="US",
+                        help="busyPollUs of every broker and of the client (docs/performance.md, Busy polling)")
     args = parser.parse_args()
+    global BUSY_POLL_US
+    BUSY_POLL_US = args.busy_poll_us
     if args.record and args.src:
         parser.error("--record keeps the figures of this checkout: run it without --src")
     with tempfile.TemporaryDirectory() as tmp:

@@ -190,7 +190,7 @@ class BrokerController:
             self.ha_slave = HASlave(
                 self.store, store_config, self._master_ha_address, outbound=self.outbound,
                 master_broker=lambda: self._learnt_master, own_addr=lambda: self.broker_addr,
-                tls=lambda: tls.ha if tls is not None else None,
+                tls=lambda: tls.ha if tls is not None else None, busy_poll_us=self.remoting_config.busy_poll_us,
             )
             self.slave_sync = SlaveSynchronize(
                 self.outbound, own_addr=lambda: self.broker_addr, topics=self.topics,
@@ -201,6 +201,7 @@ class BrokerController:
             self.ha_master = HAMaster(
                 self.store, store_config, sync_master=config.broker_role is BrokerRole.SYNC_MASTER,
                 tls=tls if tls is not None and tls.server_config.ha_enable else None,
+                busy_poll_us=self.remoting_config.busy_poll_us,
             )
             self.ha_master.register_with(self.dispatcher)
 

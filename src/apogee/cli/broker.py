@@ -93,6 +93,11 @@ def _print_config(*configs: object) -> None:
     "--metrics-listen", default=None, metavar="HOST:PORT",
     help="Serve Prometheus /metrics here (metricsListen; ':PORT' = on the listen host). Default: not served.",
 )
+@click.option(
+    "--busy-poll-us", type=click.IntRange(min=0), default=None, metavar="MICROSECONDS",
+    help="busyPollUs: keep polling this long after traffic instead of sleeping; lower latency "
+    "for more CPU (default 0, off; docs/performance.md, Busy polling).",
+)
 @click.option("--print-config", "-p", is_flag=True, help="Print the effective configuration and exit.")
 @click.option("--log-level", default="INFO", show_default=True)
 @tls_server_options
@@ -107,6 +112,7 @@ def broker_command(
     ha_port: int | None,
     ha_master: str | None,
     metrics_listen: str | None,
+    busy_poll_us: int | None,
     print_config: bool,
     log_level: str,
     tls_keys: dict[str, str],
@@ -140,6 +146,8 @@ def broker_command(
         saved = None if config_file else apply_runtime_changes(broker, store, remoting)
         if metrics_listen is not None:
             broker.metrics_listen = metrics_listen
+        if busy_poll_us is not None:
+            remoting.busy_poll_us = busy_poll_us
         metrics_address(broker.metrics_listen, broker.listen_host)  # refused here, not after the store opened
         broker.validate_role()
         store.validate()

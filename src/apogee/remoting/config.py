@@ -8,10 +8,24 @@ others are Apogee's own, in the same style.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 from apogee.common.config import rmq_key
+from apogee.errors import ConfigError
 from apogee.remoting.codec import DEFAULT_MAX_FRAME_SIZE
+
+BUSY_POLL_ENV = "APOGEE_BUSY_POLL_US"
+
+
+def busy_poll_from_env() -> int:
+    """``busy_poll_us``'s default: $APOGEE_BUSY_POLL_US, microseconds, or 0 when unset."""
+    text = os.environ.get(BUSY_POLL_ENV, "").strip()
+    if not text:
+        return 0
+    if not text.isdigit():
+        raise ConfigError(f"{BUSY_POLL_ENV} must be a whole number of microseconds, not {text!r}")
+    return int(text)
 
 
 @dataclass
@@ -45,6 +59,11 @@ class RemotingConfig:
     # 0 keeps the event loop's default, 64 KiB and a quarter of the high mark).
     write_buffer_high_water_mark: int = 1024 * 1024
     write_buffer_low_water_mark: int = 256 * 1024
+    # Busy polling (remoting/busy_poll.py): after data arrives or a request goes out, the
+    # event loop keeps polling instead of sleeping for this many microseconds, trading CPU
+    # for latency (Apogee's; 0: off; 50-200 suits request/reply traffic).  Default:
+    # $APOGEE_BUSY_POLL_US, else 0, so a client's can be set without touching its code.
+    busy_poll_us: int = field(default_factory=lambda: busy_poll_from_env())
 
 
 def parse_listen(value: str, default_port: int) -> tuple[str, int]:

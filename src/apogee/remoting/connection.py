@@ -30,6 +30,7 @@ from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 from apogee.errors import ConnectionClosedError, RemoteProtocolError, RequestTimeoutError
+from apogee.remoting.busy_poll import kick_for
 from apogee.remoting.codec import FrameDecoder, encode, fields_frame
 from apogee.remoting.command import RPC_ONEWAY, RPC_RESPONSE, Buffer, RemotingCommand
 from apogee.remoting.config import RemotingConfig
@@ -145,6 +146,7 @@ class Connection(asyncio.Protocol):
         self._outbox_bytes = 0
         self._outbox_limit = (config.write_buffer_high_water_mark or _PACE) if limits is not None else math.inf
         self._loop = asyncio.get_running_loop()
+        self._kick = kick_for(config.busy_poll_us, self._loop)
         self.closed_future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.peer: tuple[str, int] = ("", 0)
         self.local: tuple[str, int] = ("", 0)
@@ -179,6 +181,8 @@ class Connection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self._active = True
+        if self._kick is not None:
+            self._kick()
         if not self._outbox:
             self._turn_open = False
         try:
@@ -464,6 +468,8 @@ class Connection(asyncio.Protocol):
     ) -> None:
         # Registered after it is written: its answer cannot be read before this returns to
         # the loop, and the bookkeeping then overlaps the peer's work instead of preceding it.
+        if self._kick is not None:
+            self._kick()
         deadline = self._loop.time() + timeout_ms / 1000
         self._pending[opaque] = _Pending(future, callback, deadline, code, timeout_ms)
         if deadline < self._timer_at:

@@ -36,6 +36,7 @@ import orjson
 
 from apogee.broker.records import record_at
 from apogee.common.message_codec import read_store_timestamp
+from apogee.remoting.busy_poll import Kick, kick_for
 from apogee.remoting.codes import RequestCode, ResponseCode
 from apogee.remoting.command import RemotingCommand
 from apogee.remoting.connection import Connection
@@ -95,6 +96,8 @@ class SlaveLink(asyncio.Protocol):
         self.master.linked(self)
 
     def data_received(self, data: bytes) -> None:
+        if self.master.kick is not None:
+            self.master.kick()
         try:
             reported = self.reports.feed(data)
         except HALinkError as exc:
@@ -153,9 +156,12 @@ class HAMaster:
     puts' wait for a slave (``request``, installed as ``store.replica_request``)."""
 
     def __init__(
-        self, store: MessageStore, config: StoreConfig, *, sync_master: bool = False, tls: TlsContexts | None = None
+        self, store: MessageStore, config: StoreConfig, *, sync_master: bool = False, tls: TlsContexts | None = None,
+        busy_poll_us: int = 0,
     ) -> None:
         self._store = store
+        self._busy_poll_us = busy_poll_us
+        self.kick: Kick | None = None  # the loop's busy poll (remoting/busy_poll.py), set by start()
         self._config = config
         self._sync_master = sync_master
         self._tls = tls
@@ -175,6 +181,7 @@ class HAMaster:
 
     async def start(self, host: str, port: int) -> int:
         self.loop = asyncio.get_running_loop()
+        self.kick = kick_for(self._busy_poll_us, self.loop)
         if self._tls is not None:
             listener = TlsListener(
                 lambda: SlaveLink(self), TlsMode.ENFORCING, self._tls, name="HA port",

@@ -28,6 +28,7 @@ from typing import cast
 import orjson
 
 from apogee.errors import ApogeeError, StoreError
+from apogee.remoting.busy_poll import Kick, kick_for
 from apogee.remoting.client import RemotingClient
 from apogee.remoting.codes import RequestCode, ResponseCode
 from apogee.remoting.command import RemotingCommand
@@ -65,8 +66,10 @@ class HASlave:
         master_broker: Callable[[], str | None] = lambda: None,
         own_addr: Callable[[], str] = lambda: "",
         tls: Callable[[], ClientTls | None] = lambda: None,
+        busy_poll_us: int = 0,
     ) -> None:
         self._store = store
+        self._busy_poll_us = busy_poll_us
         self._config = config
         self._master_address = master_address
         self._outbound = outbound
@@ -98,6 +101,7 @@ class HASlave:
         }
 
     async def _run(self) -> None:
+        kick = kick_for(self._busy_poll_us, asyncio.get_running_loop())
         while True:
             addr = self._master_address()
             if not addr:
@@ -112,7 +116,7 @@ class HASlave:
             tls = self._tls()
 
             def link_factory() -> MasterLink:
-                return MasterLink(self._store, self._config, self)
+                return MasterLink(self._store, self._config, self, kick)
 
             try:
                 if tls is None:
@@ -226,8 +230,9 @@ class MasterLink(asyncio.Protocol):
     wake-up here.  One timer, re-armed only when it fires, keeps the heartbeat report and
     the housekeeping check.  ``ended`` fails with why the link ended."""
 
-    def __init__(self, store: MessageStore, config: StoreConfig, slave: HASlave) -> None:
+    def __init__(self, store: MessageStore, config: StoreConfig, slave: HASlave, kick: Kick | None = None) -> None:
         self._store = store
+        self._kick = kick  # the loop's busy poll (remoting/busy_poll.py), or None
         self._slave = slave
         self._file_size = config.mapped_file_size_commitlog
         self._heartbeat_s = config.ha_send_heartbeat_interval_ms / 1000
@@ -249,6 +254,8 @@ class MasterLink(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self.ended.done():
             return
+        if self._kick is not None:
+            self._kick()
         store = self._store
         self.last_read = now = self._loop.time()
         self._slave.last_frame_ms = time.time_ns() // 1_000_000
