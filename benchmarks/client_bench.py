@@ -31,11 +31,13 @@ reports the trace records dropped because the dispatcher's queue was full).
 With --acl W1 and W2 also run against a second NameServer + broker with aclEnable=true, the
 producer signing every request (rows W1acl, W2acl); with --tls against a NameServer + broker in
 TLS permissive mode (certificates made by openssl in the temporary directory), the producer
-connecting with TLS (rows W1tls, W2tls).  Plain, ACL and TLS runs alternate, so all see the same
-machine load.
+connecting with TLS (rows W1tls, W2tls); with --busy-poll-us N against a NameServer + broker
+polling N us after traffic, the producer too (rows W1busypoll, W2busypoll; docs/performance.md,
+"Busy polling").  Plain, ACL, TLS and busy-polling runs alternate, so all see the same machine
+load.
 
 Run:  .venv/bin/python benchmarks/client_bench.py [--only W1,W3] [--runs 3] [--messages 500000] [--cpp] [--trace]
-      [--acl] [--tls]
+      [--acl] [--tls] [--busy-poll-us 200]
 """
 
 from __future__ import annotations
@@ -68,6 +70,7 @@ from apogee.client import (  # noqa: E402
     SendStatus,
 )
 from apogee.client.consumer.offset_store import ReadOffsetType  # noqa: E402
+from apogee.remoting.config import RemotingConfig  # noqa: E402
 from apogee.remoting.loop import run  # noqa: E402
 from apogee.remoting.tls_config import TlsClientConfig  # noqa: E402
 from benchmarks.figures import save_table  # noqa: E402
@@ -503,6 +506,8 @@ def main() -> None:
                         help="W2 and W5 keep every future and check each result at the end (the peer harness's way)")
     parser.add_argument("--acl", action="store_true", help="W1 and W2 also against a broker with ACL on (signed)")
     parser.add_argument("--tls", action="store_true", help="W1 and W2 also over TLS (servers in permissive mode)")
+    parser.add_argument("--busy-poll-us", type=int, default=0, metavar="US",
+                        help="W1 and W2 also with busy polling of US microseconds on broker and producer")
     parser.add_argument("--record", metavar="NAME", help="save the medians as benchmarks/results/NAME.json "
                         "(the docs' figures: benchmarks/figures.py)")
     args = parser.parse_args()
@@ -525,6 +530,11 @@ def main() -> None:
                 tls_ns, tls_broker = start_cluster(Path(tmp) / "tls", BROKER_CONF, servers, tls_args=tls_args)
                 tls = TlsClientConfig(enable=True, ca_file=str(certs.ca))
                 others += (Target("tls", tls_ns.addr, tls_broker.pid, {"tls": tls}),)
+            if args.busy_poll_us > 0:
+                conf = BROKER_CONF + f"busyPollUs={args.busy_poll_us}\n"
+                bp_ns, bp_broker = start_cluster(Path(tmp) / "busypoll", conf, servers)
+                polling = RemotingConfig(busy_poll_us=args.busy_poll_us)
+                others += (Target("busypoll", bp_ns.addr, bp_broker.pid, {"remoting": polling}),)
             run(bench(namesrv.addr, broker.pid, args, others))
         finally:
             for server in reversed(servers):
