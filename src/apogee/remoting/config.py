@@ -63,7 +63,7 @@ class RemotingConfig:
     # event loop keeps polling instead of sleeping for this many microseconds, trading CPU
     # for latency (Apogee's; 0: off; 50-200 suits request/reply traffic).  Default:
     # $APOGEE_BUSY_POLL_US, else 0, so a client's can be set without touching its code.
-    busy_poll_us: int = field(default_factory=lambda: busy_poll_from_env())
+    busy_poll_us: int = field(default_factory=busy_poll_from_env)
 
 
 def parse_listen(value: str, default_port: int) -> tuple[str, int]:
