@@ -197,8 +197,14 @@ _TARGETS = {
 _BUSY_POLL = re.compile(r"apogee-busypoll(\d+)us-")
 
 
+def apogee_label(commit: str, busy_poll_us: int) -> str:
+    """The harness's system name for Apogee's rows of a run (``peers_bench``), which
+    ``apogee_name`` reads back."""
+    return f"apogee-{commit}" if busy_poll_us <= 0 else f"apogee-busypoll{busy_poll_us}us-{commit}"
+
+
 def apogee_name(system: str) -> str:
-    """How a table names one of Apogee's rows (``peers_bench.apogee_label`` made it)."""
+    """How a table names one of Apogee's rows (``apogee_label`` made it)."""
     m = _BUSY_POLL.match(system)
     return f"Apogee, busy poll {m[1]} us" if m else "Apogee"
 

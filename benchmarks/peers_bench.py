@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from apogee.remoting.config import BUSY_POLL_ENV  # noqa: E402
-from benchmarks.figures import command_line, measured_commit, save_peers  # noqa: E402
+from benchmarks.figures import apogee_label, command_line, measured_commit, save_peers  # noqa: E402
 from tests.support.processes import start_broker, start_namesrv  # noqa: E402
 
 # The peers issue 23 compares with, by durability: (harness --peer, --systems, workloads).
@@ -50,11 +50,6 @@ def harness(python: str, bench: Path, args: list[str], env: dict[str, str] | Non
     print("$", " ".join(args), flush=True)
     subprocess.run([python, "-m", "mqbench.peers", *args], cwd=bench, check=True,
                    env={**os.environ, **(env or {})})
-
-
-def apogee_label(commit: str, busy_poll_us: int) -> str:
-    """The harness's system name for Apogee's rows (``figures.apogee_name`` reads it back)."""
-    return f"apogee-{commit}" if busy_poll_us <= 0 else f"apogee-busypoll{busy_poll_us}us-{commit}"
 
 
 def run_apogee(

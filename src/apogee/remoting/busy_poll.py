@@ -85,7 +85,7 @@ class BusyPoll:
             self._loop.call_soon(self._turn)
 
     def _turn(self) -> None:
-        if self._clock() < self._until and not self._loop.is_closed():
+        if self._clock() < self._until:
             self.turns += 1
             self._yield()
             self._loop.call_soon(self._turn)
