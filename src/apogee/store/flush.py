@@ -67,6 +67,10 @@ class GroupCommit:
         self._on_error = on_error
         self._waiters = OffsetWaiters(loop, timeout_ms, PutStatus.FLUSH_DISK_TIMEOUT, "flushed within syncFlushTimeout")
         self._inflight = False
+        # The first failed fdatasync, kept: after it the page cache may have dropped dirty
+        # pages and a later fdatasync could succeed over the hole, so nothing is flushed
+        # again and every request fails at once (the store stops accepting writes too).
+        self._failure: BaseException | None = None
         self.fsyncs = 0
         self._durable = commitlog.flushed_offset  # the highest offset the loop knows durable
         self._flusher = native.Flusher() if native_flusher and native is not None else None
@@ -90,6 +94,10 @@ class GroupCommit:
 
     def request(self, end_offset: int) -> asyncio.Future[PutStatus]:
         """A future resolved with PUT_OK once the CommitLog is durable up to ``end_offset``."""
+        if self._failure is not None:
+            failed: asyncio.Future[PutStatus] = self._loop.create_future()
+            failed.set_result(PutStatus.FLUSH_DISK_FAILED)
+            return failed
         fut = self._waiters.add(end_offset)
         if not self._flush_natively(end_offset) and not self._inflight:
             self._start()
@@ -108,7 +116,13 @@ class GroupCommit:
         last = files[-1]
         if self._durable < last.start or end <= last.start:
             return False
-        return flusher.request(last.start, last.fd, last.start + last.wrote, self._commitlog.last_store_ts)
+        if flusher.request(last.start, last.fd, last.start + last.wrote, self._commitlog.last_store_ts):
+            return True
+        # Refused.  After a failed fdatasync the flusher refuses everything and its error is
+        # waiting for the eventfd's reader: take it now (it fails every waiter, this one
+        # too) rather than have the I/O thread try the same file again.
+        self._native_flushed()
+        return self._failure is not None
 
     def _native_flushed(self) -> None:
         """The eventfd's reader: the native flusher finished an fdatasync (or failed)."""
@@ -173,7 +187,9 @@ class GroupCommit:
 
     def _durable_to(self, durable: int, ts: int) -> None:
         """Either flusher made the CommitLog durable up to ``durable``: tell the owner and
-        answer the puts it covers."""
+        answer the puts it covers (none after a failure: see ``_failure``)."""
+        if self._failure is not None:
+            return
         self._durable = max(self._durable, durable)
         self._on_flushed(durable, ts)
         self.resolve(durable)
@@ -189,9 +205,11 @@ class GroupCommit:
             self._start()  # a put that came after the thread's last look
 
     def _failed(self, exc: BaseException) -> None:
-        log.error("CommitLog fdatasync failed: %s", exc)
         self._waiters.fail_all(PutStatus.FLUSH_DISK_FAILED)
-        self._on_error(exc)
+        if self._failure is None:  # the owner hears of the first failure only
+            self._failure = exc
+            log.error("CommitLog fdatasync failed: %s", exc)
+            self._on_error(exc)
 
     def resolve(self, durable: int) -> None:
         """Complete every request whose end is at or below ``durable`` (any flush counts)."""

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import select
 import time
 from collections.abc import AsyncIterator, Callable
 
@@ -132,6 +133,34 @@ async def test_native_fsync_error_fails_everyone(env) -> None:
         os.close(pipe_w)
     assert len(rec.errors) == 1 and isinstance(rec.errors[0], OSError) and not rec.flushed
     assert not gc.native  # a failed flusher is not used again
+    gc.close()
+
+
+@pytest.mark.skipif(native is None, reason="no C extension")
+async def test_native_fsync_error_heard_once_by_puts_that_come_after_it(env) -> None:
+    """Puts that arrive after the native fdatasync failed, before the loop read its result:
+    they fail with the others, and the owner still hears of one failure (the I/O thread does
+    not try the broken file a second time)."""
+    clog, io, rec = env
+    gc = GroupCommit(asyncio.get_running_loop(), io, clog, 5000, rec.on_flushed, rec.on_error)
+    r = clog.put_message(make_msg())
+    last = clog.mfq.files[-1]
+    real_fd, (pipe_r, pipe_w) = last.fd, os.pipe()
+    last.fd = pipe_r
+    try:
+        first = gc.request(r.wrote_offset + r.wrote_bytes)
+        # The flusher has failed once its eventfd is readable; the loop has not run since.
+        flusher = gc._flusher
+        assert flusher is not None
+        assert select.select([flusher.fileno()], [], [], 10)[0]
+        later = [gc.request(r.wrote_offset + r.wrote_bytes) for _ in range(2)]
+        assert await asyncio.gather(first, *later) == [PutStatus.FLUSH_DISK_FAILED] * 3
+        await io.run(lambda: None)  # an I/O thread flush, had one started, has finished
+    finally:
+        last.fd = real_fd
+        os.close(pipe_r)
+        os.close(pipe_w)
+    assert len(rec.errors) == 1 and not rec.flushed
     gc.close()
 
 
