@@ -1,10 +1,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import select
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 
 import pytest
 
@@ -113,6 +114,20 @@ async def test_group_commit_fsync_error_fails_everyone(env, monkeypatch: pytest.
     gc.close()
 
 
+@contextlib.contextmanager
+def unflushable(clog: CommitLog) -> Iterator[None]:
+    """The last CommitLog file's descriptor swapped for a pipe's, which fdatasync refuses."""
+    last = clog.mfq.files[-1]
+    real_fd, (pipe_r, pipe_w) = last.fd, os.pipe()
+    last.fd = pipe_r
+    try:
+        yield
+    finally:
+        last.fd = real_fd
+        os.close(pipe_r)
+        os.close(pipe_w)
+
+
 @pytest.mark.skipif(native is None, reason="no C extension")
 async def test_native_fsync_error_fails_everyone(env) -> None:
     """The native flusher's fdatasync fails (here: the file's descriptor swapped for a pipe's,
@@ -121,16 +136,9 @@ async def test_native_fsync_error_fails_everyone(env) -> None:
     clog, io, rec = env
     gc = GroupCommit(asyncio.get_running_loop(), io, clog, 5000, rec.on_flushed, rec.on_error)
     r = clog.put_message(make_msg())
-    last = clog.mfq.files[-1]
-    real_fd, (pipe_r, pipe_w) = last.fd, os.pipe()
-    last.fd = pipe_r
-    try:
+    with unflushable(clog):
         futs = [gc.request(r.wrote_offset + r.wrote_bytes) for _ in range(3)]
         assert await asyncio.gather(*futs) == [PutStatus.FLUSH_DISK_FAILED] * 3
-    finally:
-        last.fd = real_fd
-        os.close(pipe_r)
-        os.close(pipe_w)
     assert len(rec.errors) == 1 and isinstance(rec.errors[0], OSError) and not rec.flushed
     assert not gc.native  # a failed flusher is not used again
     gc.close()
@@ -144,10 +152,7 @@ async def test_native_fsync_error_heard_once_by_puts_that_come_after_it(env) -> 
     clog, io, rec = env
     gc = GroupCommit(asyncio.get_running_loop(), io, clog, 5000, rec.on_flushed, rec.on_error)
     r = clog.put_message(make_msg())
-    last = clog.mfq.files[-1]
-    real_fd, (pipe_r, pipe_w) = last.fd, os.pipe()
-    last.fd = pipe_r
-    try:
+    with unflushable(clog):
         first = gc.request(r.wrote_offset + r.wrote_bytes)
         # The flusher has failed once its eventfd is readable; the loop has not run since.
         flusher = gc._flusher
@@ -156,10 +161,6 @@ async def test_native_fsync_error_heard_once_by_puts_that_come_after_it(env) -> 
         later = [gc.request(r.wrote_offset + r.wrote_bytes) for _ in range(2)]
         assert await asyncio.gather(first, *later) == [PutStatus.FLUSH_DISK_FAILED] * 3
         await io.run(lambda: None)  # an I/O thread flush, had one started, has finished
-    finally:
-        last.fd = real_fd
-        os.close(pipe_r)
-        os.close(pipe_w)
     assert len(rec.errors) == 1 and not rec.flushed
     gc.close()
 
