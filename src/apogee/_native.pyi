@@ -142,11 +142,14 @@ def fields_frame(
     version: int,
     keys: tuple[str, ...],
     values: tuple[str | int | None, ...],
-    body: bytes | None,
+    body: bytes | int | None,
     /,
 ) -> bytes | None: ...
 
 # reads.c
+def pull_fields(
+    ext: dict[str, Any], keys: tuple[str, ...], /
+) -> tuple[str, str, int, int, int, int, int, int, int, str | None, str | None] | None: ...
 def collect_records(
     entries: _Readable,
     max_units: int,

@@ -248,6 +248,13 @@ def test_lookups_whose_keys_change_the_dict_do_not_free_what_is_read() -> None:
         ext.update({"b": "T" * 50 + "x", Clearing("e"): "1", "e": "1", "f": "0", "g": "1", "h": "0"})
         got = native.send_v2_fields(ext, b"", keys)
         print("send_v2_fields", got is None or got[0] == "T" * 50 + "x")
+        pull_keys = ("consumerGroup", "topic", "queueId", "queueOffset", "maxMsgNums", "sysFlag", "commitOffset",
+                     "suspendTimeoutMillis", "subVersion", "subscription", "expressionType")
+        ext = {}
+        ext.update({"consumerGroup": "G" * 50 + "x", Clearing("topic"): "T", "topic": "T"})
+        ext.update({k: "1" for k in pull_keys[2:9]})
+        got = native.pull_fields(ext, pull_keys)
+        print("pull_fields", got is None or got[0] == "G" * 50 + "x")
         names = dict(header_json.LANGUAGE_NAMES)
         class Emptying:
             def __bool__(self):
@@ -263,7 +270,8 @@ def test_lookups_whose_keys_change_the_dict_do_not_free_what_is_read() -> None:
         uniq = native.batch_append(buf, Growing(), b"x", props, "P", 0, 1 << 62, 1)
         print("batch_append", uniq is not None and uniq == props["UNIQ_KEY"] and len(buf) > 10_000)
     """)
-    assert out.split() == ["send_v2_fields", "True", "json_frame_head", "True", "batch_append", "True"], out
+    assert out.split() == ["send_v2_fields", "True", "pull_fields", "True", "json_frame_head", "True",
+                           "batch_append", "True"], out
 
 
 def test_complete_sends_whose_future_empties_the_lists_raises() -> None:
@@ -351,6 +359,10 @@ VALID_CALLS: dict[str, tuple[Any, ...]] = {
     "decode_frames": (_FRAME, 1 << 20, RemotingCommand, header_json.LANGUAGE_BY_NAME, LanguageCode.OTHER),
     "json_frame_head": (1, 9, 1, 1, 0, None, {"a": "b"}, 0, header_json.LANGUAGE_NAMES),
     "fields_frame": (1, 2, 0, "PYTHON", 1, ("a",), ("b",), b"x"),
+    "pull_fields": ({"consumerGroup": "g", "topic": "T", "queueId": "0", "queueOffset": "0", "maxMsgNums": "32",
+                     "sysFlag": "0", "commitOffset": "0", "suspendTimeoutMillis": "0", "subVersion": "0"},
+                    ("consumerGroup", "topic", "queueId", "queueOffset", "maxMsgNums", "sysFlag", "commitOffset",
+                     "suspendTimeoutMillis", "subVersion", "subscription", "expressionType")),
     "collect_records": (struct.pack(">qiq", 10, 5, 1) * 2, 800, bytes(100), 0, 100, 0, 32, 1 << 62, 1 << 20, 32, 0,
                         {1}),
     "scan_dispatch": (_RECORD, 0, len(_RECORD), 0, 10, True),

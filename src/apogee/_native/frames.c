@@ -633,14 +633,15 @@ done:
 
 PyDoc_STRVAR(fields_frame_doc,
 "fields_frame(code, opaque, flag, language_name, version, keys: tuple[str, ...],\n"
-"              values: tuple[str | int | None, ...], body: bytes | None) -> bytes | None\n\n"
+"              values: tuple[str | int | None, ...], body: bytes | int | None) -> bytes | None\n\n"
 "A whole JSON frame (a request, or with flag RPC_RESPONSE an answer), body included, whose\n"
 "extFields are keys[i] -> str(values[i]) for every value that is not None, in order\n"
 "(reference: codec.fields_frame_py, which builds the RemotingCommand and encodes it).  A frame\n"
-"built this way needs no dict, no str() per number and no RemotingCommand.  None when the\n"
-"reference must build it: a value that is neither str\n"
+"built this way needs no dict, no str() per number and no RemotingCommand.  body given as an\n"
+"int is the length of a body the caller writes after the returned bytes (a pull's records):\n"
+"the frame's head alone.  None when the reference must build it: a value that is neither str\n"
 "nor int (bool included), a number beyond 64 bits, a string that is not encodable, a\n"
-"body that is not bytes, a frame beyond the protocol's limits.");
+"body that is neither bytes nor an int, a frame beyond the protocol's limits.");
 
 static PyObject *fields_frame(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 8 || !PyTuple_CheckExact(args[5]) || !PyTuple_CheckExact(args[6]) ||
@@ -652,7 +653,14 @@ static PyObject *fields_frame(PyObject *self, PyObject *const *args, Py_ssize_t 
     }
     /* Only tuples, exact str, ints and bytes are read: no Python code runs in this function. */
     PyObject *body = args[7] == Py_None ? NULL : args[7];
-    if (body && !PyBytes_CheckExact(body)) Py_RETURN_NONE;
+    long long body_len = 0; /* a body written by the caller after the head (an int body) */
+    if (body && PyLong_CheckExact(body)) {
+        if (!plain_int(body, &body_len) || body_len < 0) Py_RETURN_NONE;
+        body = NULL;
+    } else if (body) {
+        if (!PyBytes_CheckExact(body)) Py_RETURN_NONE;
+        body_len = PyBytes_GET_SIZE(body);
+    }
     long long nums[4]; /* code, opaque, flag, version */
     PyObject *num_args[4] = {args[0], args[1], args[2], args[4]};
     for (int i = 0; i < 4; i++)
@@ -700,7 +708,7 @@ static PyObject *fields_frame(PyObject *self, PyObject *const *args, Py_ssize_t 
         }
     }
     if (!put_header_end(&w, nums[2], ls, ln, nums[1], nums[3], NULL, 0)) goto done;
-    out = frame_bytes(hs.buf, w.p - hs.buf, body, body ? PyBytes_GET_SIZE(body) : 0);
+    out = frame_bytes(hs.buf, w.p - hs.buf, body, body_len);
     goto done;
 decline:
     PyErr_Clear();

@@ -116,6 +116,17 @@ const unsigned char *text_property(const unsigned char *s, Py_ssize_t n, const c
 int index_keys(byte_sink *out, const unsigned char *props, Py_ssize_t plen, uint32_t prefix, int64_t phys,
                uint32_t ts_delta);
 
+/* ---- header fields (records.c) ------------------------------------------------------------ */
+
+/* out[i] = ext[keys[i]] for the first n keys of the tuple keys, each held (a new reference, or
+ * NULL when absent): a lookup can run Python code that changes the dict.  0 with an error set,
+ * and nothing held, when a lookup raised. */
+int field_values(PyObject *ext, PyObject *keys, PyObject **out, int n);
+
+/* An int extFields value as Header.decode reads it, when it is plainly one: a JSON number or
+ * ASCII [-]digits (at most 18) within [lo, hi].  0 to decline: the full decoder judges it. */
+int field_int(PyObject *v, long long lo, long long hi, long long *out);
+
 /* ---- slotted classes (module.c) ------------------------------------------------------------ */
 
 /* Where instances of cls keep the __slots__ member `name`, for functions that build objects

@@ -1,6 +1,7 @@
 /*
- * The broker's reads: a pull's ConsumeQueue entries -> the stored records it answers with
- * (collect_records, the fast path of store/reads.py StoreReader._collect).
+ * The broker's reads: a pull's header fields (pull_fields, the fast path of
+ * PullMessageRequestHeader.decode), and its ConsumeQueue entries -> the stored records it
+ * answers with (collect_records, the fast path of store/reads.py StoreReader._collect).
  *
  * Rule, as everywhere in the extension: the pure-Python loop stays the specification.  This
  * function only takes the common case -- every record it returns in one mapped CommitLog file,
@@ -240,7 +241,54 @@ done:
     return out;
 }
 
+PyDoc_STRVAR(pull_fields_doc,
+"pull_fields(ext: dict, keys: tuple[str, ...]) -> tuple | None\n\n"
+"The fields of a PULL_MESSAGE header for PullProcessor's fast path (keys: the wire keys of\n"
+"consumerGroup, topic, queueId, queueOffset, maxMsgNums, sysFlag, commitOffset,\n"
+"suspendTimeoutMillis, subVersion, subscription and expressionType, in that order):\n"
+"(consumer_group, topic, queue_id, queue_offset, max_msg_nums, sys_flag, commit_offset,\n"
+"suspend_timeout_millis, sub_version, subscription, expression_type), as\n"
+"PullMessageRequestHeader.decode reads them.  None when the full decoder must judge: a\n"
+"required field missing, a text field that is not a str (the last two may also be absent or\n"
+"null: None), a number that is not a JSON int or plain ASCII [-]digits, or one outside its\n"
+"Java type.");
+
+static PyObject *pull_fields(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || !PyDict_CheckExact(args[0]) || !PyTuple_CheckExact(args[1]) || PyTuple_GET_SIZE(args[1]) != 11) {
+        PyErr_SetString(PyExc_TypeError, "pull_fields(ext: dict, keys: 11-tuple)");
+        return NULL;
+    }
+    PyObject *ext = args[0], *keys = args[1], *v[11], *out = NULL;
+    if (!field_values(ext, keys, v, 11)) return NULL;
+    /* Java types: queueId, maxMsgNums, sysFlag are Integers; the rest Longs. */
+    static const long long lo32 = -2147483648LL, hi32 = 2147483647LL;
+    static const long long lo64 = INT64_MIN, hi64 = INT64_MAX;
+    const long long lo[7] = {lo32, lo64, lo32, lo32, lo64, lo64, lo64};
+    const long long hi[7] = {hi32, hi64, hi32, hi32, hi64, hi64, hi64};
+    long long n[7];
+    if (!v[0] || !PyUnicode_CheckExact(v[0]) || !v[1] || !PyUnicode_CheckExact(v[1])) goto decline;
+    for (int i = 0; i < 7; i++)
+        if (!v[2 + i] || !field_int(v[2 + i], lo[i], hi[i], &n[i])) goto decline;
+    for (int i = 9; i < 11; i++) {
+        if (!v[i] || v[i] == Py_None) {
+            Py_INCREF(Py_None);
+            Py_XSETREF(v[i], Py_None);
+        } else if (!PyUnicode_CheckExact(v[i])) {
+            goto decline;
+        }
+    }
+    out = Py_BuildValue("OOLLLLLLLOO", v[0], v[1], n[0], n[1], n[2], n[3], n[4], n[5], n[6], v[9], v[10]);
+    goto done;
+decline:
+    out = Py_None;
+    Py_INCREF(out);
+done:
+    for (int k = 0; k < 11; k++) Py_XDECREF(v[k]);
+    return out;
+}
+
 PyMethodDef apogee_reads_methods[] = {
+    {"pull_fields", (PyCFunction)(void (*)(void))pull_fields, METH_FASTCALL, pull_fields_doc},
     {"collect_records", collect_records, METH_VARARGS, collect_records_doc},
     {NULL, NULL, 0, NULL},
 };

@@ -479,9 +479,23 @@ static PyObject *scan_single(PyObject *self, PyObject *const *args, Py_ssize_t n
     return PyLong_FromSsize_t(size);
 }
 
+int field_values(PyObject *ext, PyObject *keys, PyObject **out, int n) {
+    /* A lookup can run Python code (a key's __eq__) that changes the dict: each value found is
+     * held, not borrowed, before the next lookup. */
+    for (int i = 0; i < n; i++) {
+        out[i] = PyDict_GetItemWithError(ext, PyTuple_GET_ITEM(keys, i));
+        if (!out[i] && PyErr_Occurred()) {
+            for (int k = 0; k < i; k++) Py_XDECREF(out[k]);
+            return 0;
+        }
+        Py_XINCREF(out[i]);
+    }
+    return 1;
+}
+
 /* An int header field as Header.decode reads it, when it is plainly one: a JSON number or
  * ASCII [-]digits within [lo, hi].  0: decline (the full path judges it). */
-static int field_int(PyObject *v, long long lo, long long hi, long long *out) {
+int field_int(PyObject *v, long long lo, long long hi, long long *out) {
     long long x;
     if (PyLong_CheckExact(v)) {
         int overflow;
@@ -525,16 +539,7 @@ static PyObject *send_v2_fields(PyObject *self, PyObject *const *args, Py_ssize_
         return NULL;
     }
     PyObject *ext = args[0], *keys = args[2], *v[8], *out = NULL;
-    /* A lookup can run Python code (a key's __eq__) that changes the dict: each value found is
-     * held, not borrowed, before the next lookup. */
-    for (int i = 0; i < 8; i++) {
-        v[i] = PyDict_GetItemWithError(ext, PyTuple_GET_ITEM(keys, i));
-        if (!v[i] && PyErr_Occurred()) {
-            for (int k = 0; k < i; k++) Py_XDECREF(v[k]);
-            return NULL;
-        }
-        Py_XINCREF(v[i]);
-    }
+    if (!field_values(ext, keys, v, 8)) return NULL;
     long long queue_id, sysflag, born, flag, reconsume = 0;
     /* The Java client sends batch=false ("m":"false") with every single send: only that exact
      * spelling (or a JSON false) is taken here; any other value goes to the full decoder. */

@@ -39,6 +39,10 @@ class ConsumerGroupInfo:
 class ClientManager:
     def __init__(self) -> None:
         self.consumers: dict[str, ConsumerGroupInfo] = {}
+        # Bumped whenever a consumer group's subscription table changes (an entry added,
+        # replaced or dropped) or the group goes: a pull's cached verdict (PullProcessor) is
+        # taken again after it.
+        self.subscriptions_version = 0
         self.producers: dict[str, dict[int, ClientChannel]] = {}
         # client id -> the channel of its latest producer registration (ProducerManager's
         # clientChannelTable): where a reply to that client is pushed.
@@ -99,6 +103,10 @@ class ClientManager:
                 current is not None and current.sub_version >= sub.sub_version and current.sub_string == sub.sub_string
             )
             wanted[sub.topic] = current if keep and current is not None else sub
+        if wanted.keys() != info.subscriptions.keys() or any(
+            info.subscriptions[topic] is not sub for topic, sub in wanted.items()
+        ):
+            self.subscriptions_version += 1
         info.subscriptions = wanted
         return changed
 
@@ -108,6 +116,7 @@ class ClientManager:
             return False
         if not info.channels:
             del self.consumers[group]
+            self.subscriptions_version += 1
         return True
 
     def consumer_group(self, group: str) -> ConsumerGroupInfo | None:

@@ -24,7 +24,7 @@ from apogee.common.accel import native
 from apogee.errors import RemoteProtocolError
 from apogee.remoting import header_binary, header_json
 from apogee.remoting.codes import CURRENT_VERSION, LanguageCode, SerializeType
-from apogee.remoting.command import Buffer, RemotingCommand
+from apogee.remoting.command import Body, Buffer, RemotingCommand
 from apogee.remoting.tls_config import TLS_HANDSHAKE_RECORD
 
 DEFAULT_MAX_FRAME_SIZE = 16 * 1024 * 1024
@@ -88,7 +88,7 @@ _PYTHON_LANGUAGE = header_json.LANGUAGE_NAMES[LanguageCode.PYTHON]
 
 
 def request_command(
-    code: int, keys: Sequence[str], values: Sequence[str | int | None], body: bytes | None
+    code: int, keys: Sequence[str], values: Sequence[str | int | None], body: Body
 ) -> RemotingCommand:
     """The request whose extFields are ``keys[i] -> str(values[i])`` for each value that is not
     None, in that order.  Keys are distinct; values are str or int."""
@@ -98,27 +98,33 @@ def request_command(
 
 
 def fields_frame_py(
-    code: int, opaque: int, flag: int, keys: Sequence[str], values: Sequence[str | int | None], body: bytes | None
+    code: int, opaque: int, flag: int, keys: Sequence[str], values: Sequence[str | int | None],
+    body: bytes | int | None,
 ) -> bytes:
     """``fields_frame`` built as a command and encoded: the reference of ``native.fields_frame``."""
-    cmd = request_command(code, keys, values, body)
+    cmd = request_command(code, keys, values, None if body.__class__ is int else body)  # type: ignore[arg-type]
     cmd.opaque = opaque
     cmd.flag = flag
-    return encode_bytes(cmd)
+    frame = encode_bytes(cmd)
+    if body.__class__ is int:  # the head of a frame whose body the caller writes after it
+        (length,) = _LEN.unpack_from(frame)
+        return _LEN.pack(length + body) + frame[4:]
+    return frame
 
 
 def fields_frame(
     code: int, opaque: int, flag: int, keys: tuple[str, ...], values: tuple[str | int | None, ...],
-    body: bytes | None,
+    body: bytes | int | None,
 ) -> bytes:
     """The whole JSON frame of ``request_command(code, keys, values, body)`` with ``opaque`` and
     ``flag`` (0 for a request, ``RPC_RESPONSE`` for an answer, which then has no remark).
 
     A frame that is written once and never inspected (a producer's send, a broker's answer to
     it) needs no extFields dict and no ``RemotingCommand``: in C this is one call from the
-    fields to the bytes.
+    fields to the bytes.  ``body`` given as an int is the length of a body the caller writes
+    after the returned bytes, unjoined (a pull's records): the frame's head alone.
     """
-    if native is not None and (body is None or body.__class__ is bytes):
+    if native is not None and (body is None or body.__class__ is bytes or body.__class__ is int):
         frame = native.fields_frame(code, opaque, flag, _PYTHON_LANGUAGE, CURRENT_VERSION, keys, values, body)
         if frame is not None:
             return frame

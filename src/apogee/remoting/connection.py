@@ -32,7 +32,7 @@ from typing import Protocol
 from apogee.errors import ConnectionClosedError, RemoteProtocolError, RequestTimeoutError
 from apogee.remoting.busy_poll import kick_for
 from apogee.remoting.codec import FrameDecoder, encode, fields_frame
-from apogee.remoting.command import RPC_ONEWAY, RPC_RESPONSE, Buffer, RemotingCommand
+from apogee.remoting.command import RPC_ONEWAY, RPC_RESPONSE, Body, Buffer, RemotingCommand
 from apogee.remoting.config import RemotingConfig
 from apogee.remoting.limits import FrameLimitError, ServerLimits
 
@@ -343,10 +343,16 @@ class Connection(asyncio.Protocol):
         self._check_open()
         self._write(encode(cmd))
 
-    def send_frame(self, frame: bytes) -> None:
-        """Write one frame encoded by the caller (``codec.fields_frame``)."""
+    def send_frame(self, frame: bytes, body: Body = None) -> None:
+        """Write one frame encoded by the caller (``codec.fields_frame``); ``body``, when
+        given, follows the frame's head unjoined (a pull's records)."""
         self._check_open()
-        self._write([frame])
+        if body is None:
+            self._write([frame])
+        elif isinstance(body, (bytes, bytearray, memoryview)):
+            self._write([frame, body])
+        else:
+            self._write([frame, *body])
 
     def _check_open(self) -> None:
         if self._transport is None or self._closed:

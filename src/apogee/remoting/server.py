@@ -27,9 +27,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any, NamedTuple, cast
 
 from apogee.errors import HeaderError, RemoteError
-from apogee.remoting.codec import fields_frame, request_command
+from apogee.remoting.codec import body_size, fields_frame, request_command
 from apogee.remoting.codes import ResponseCode, SerializeType
-from apogee.remoting.command import RPC_ONEWAY, RPC_RESPONSE, RemotingCommand
+from apogee.remoting.command import RPC_ONEWAY, RPC_RESPONSE, Body, RemotingCommand
 from apogee.remoting.config import RemotingConfig
 from apogee.remoting.connection import Connection
 from apogee.remoting.limits import LimitCounters, ServerLimits
@@ -41,15 +41,17 @@ log = logging.getLogger("apogee.remoting.server")
 
 class FieldsAnswer(NamedTuple):
     """An answer given as its code and header fields (``codec.request_command`` rules: str or
-    int values, None left out), with no remark and no body.
+    int values, None left out), with no remark, and a body when ``body`` is not None.
 
-    A processor's most frequent answer (a stored send's) is written straight from these
-    (``codec.fields_frame``) when the request was JSON: no extFields dict, no command object.
+    A processor's most frequent answers (a stored send's, a pull's) are written straight from
+    these (``codec.fields_frame``) when the request was JSON: no extFields dict, no command
+    object; a body (a pull's records) follows the head unjoined.
     """
 
     code: int
     keys: tuple[str, ...]
     values: tuple[str | int | None, ...]
+    body: Body = None
 
 
 Answer = RemotingCommand | FieldsAnswer
@@ -187,11 +189,15 @@ class RequestDispatcher:
         if response is None or request.flag & 3 == RPC_ONEWAY or not conn.is_open:  # 3: see is_oneway
             return
         if response.__class__ is FieldsAnswer:
-            code, keys, values = response
+            code, keys, values, body = response
             if request.serialize_type == SerializeType.JSON:
-                conn.send_frame(fields_frame(code, request.opaque, RPC_RESPONSE, keys, values, None))
+                if body is None:
+                    conn.send_frame(fields_frame(code, request.opaque, RPC_RESPONSE, keys, values, None))
+                else:
+                    size = body.nbytes if body.__class__ is memoryview else body_size(body)
+                    conn.send_frame(fields_frame(code, request.opaque, RPC_RESPONSE, keys, values, size), body)
                 return
-            cmd = request_command(code, keys, values, None)
+            cmd = request_command(code, keys, values, body)
         else:
             cmd = response  # type: ignore[assignment]
         cmd.opaque = request.opaque

@@ -23,11 +23,11 @@ from apogee.broker.topics import TopicConfigManager
 from apogee.common import constants as c
 from apogee.common.message import MessageExt
 from apogee.common.message_codec import decode_records
-from apogee.remoting.codec import FrameDecoder
+from apogee.remoting.codec import FrameDecoder, request_command
 from apogee.remoting.command import RemotingCommand
 from apogee.remoting.config import RemotingConfig
 from apogee.remoting.connection import Connection
-from apogee.remoting.server import Answer, Deferred, RequestDispatcher
+from apogee.remoting.server import Answer, Deferred, FieldsAnswer, RequestDispatcher
 from apogee.store import FlushDiskType, StoreConfig
 from apogee.store.message_store import MessageStore
 
@@ -94,8 +94,17 @@ async def call(handler: Any, conn: Connection, req: RemotingCommand) -> Answer |
 
 
 async def answered(handler: Any, conn: Connection, req: RemotingCommand) -> RemotingCommand:
-    """``call``, for handlers that always answer with a command."""
-    answer = await call(handler, conn, req)
+    """``call``, for handlers that always answer: the answer as the command the client reads
+    (a ``FieldsAnswer`` as the response it is written as: its values as strings)."""
+    return as_read(req, await call(handler, conn, req))
+
+
+def as_read(req: RemotingCommand, answer: Answer | None) -> RemotingCommand:
+    """The answer to ``req`` as the command the client reads: a ``FieldsAnswer`` as the
+    response it is written as (its values as strings)."""
+    if isinstance(answer, FieldsAnswer):
+        ext = request_command(answer.code, answer.keys, answer.values, None).ext_fields
+        return req.response(answer.code, None, ext, answer.body)
     assert isinstance(answer, RemotingCommand), answer
     return answer
 

@@ -422,6 +422,54 @@ def test_send_v2_fields_read_the_header_as_its_decoder_does(ext: dict[str, objec
     assert not h.batch
 
 
+_PULL_KEYS = ("consumerGroup", "topic", "queueId", "queueOffset", "maxMsgNums", "sysFlag", "commitOffset",
+              "suspendTimeoutMillis", "subVersion", "subscription", "expressionType")
+long_values = st.one_of(field_values, st.integers(-(2**63), 2**63 - 1), st.integers(-(2**63), 2**63 - 1).map(str),
+                        st.sampled_from(["9223372036854775807", "-9223372036854775808", "9223372036854775808"]))
+text_values = st.one_of(st.sampled_from(["*", "TagA || TagB", "", "a > 1", "\u00e9"]), st.none(), st.integers(0, 9),
+                        st.booleans())
+
+
+@settings(max_examples=300)
+@given(st.fixed_dictionaries({
+    "consumerGroup": st.sampled_from(["CG", "", 7]), "topic": st.sampled_from(["T", "%RETRY%CG", None]),
+    "queueId": field_values, "queueOffset": long_values, "maxMsgNums": field_values, "sysFlag": field_values,
+    "commitOffset": long_values, "suspendTimeoutMillis": long_values, "subVersion": long_values,
+}, optional={"subscription": text_values, "expressionType": text_values}))
+def test_pull_fields_read_the_header_as_its_decoder_does(ext: dict[str, object]) -> None:
+    from apogee.errors import HeaderError
+    from apogee.remoting.headers.pull import PullMessageRequestHeader
+
+    got = native.pull_fields(ext, _PULL_KEYS)
+    if got is None:
+        return  # declined: the decoder decides, whatever the header holds
+    try:
+        h = PullMessageRequestHeader.decode(ext)  # type: ignore[arg-type]
+    except HeaderError:
+        raise AssertionError(f"accepted a header its decoder refuses: {ext}") from None
+    assert got == (h.consumer_group, h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, h.sys_flag,
+                   h.commit_offset, h.suspend_timeout_millis, h.sub_version, h.subscription, h.expression_type)
+
+
+def test_pull_fields_take_the_clients_pulls_and_decline_the_rest() -> None:
+    java = {"consumerGroup": "CG", "topic": "T", "queueId": "3", "queueOffset": "1024", "maxMsgNums": "32",
+            "sysFlag": "3", "commitOffset": "990", "suspendTimeoutMillis": "15000", "subVersion": "1700000000000",
+            "expressionType": "TAG"}
+    assert native.pull_fields(java, _PULL_KEYS) == ("CG", "T", 3, 1024, 32, 3, 990, 15000, 1700000000000, None, "TAG")
+    numbers = java | {"queueId": 3, "queueOffset": 1024, "subscription": "TagA || TagB"}  # JSON numbers (C++ client)
+    assert native.pull_fields(numbers, _PULL_KEYS)[2:4] == (3, 1024)  # type: ignore[index]
+    assert native.pull_fields(numbers, _PULL_KEYS)[9] == "TagA || TagB"  # type: ignore[index]
+    assert native.pull_fields(java | {"subscription": None}, _PULL_KEYS)[9] is None  # type: ignore[index]
+    for bad in ({"queueId": "2147483648"}, {"queueId": " 1"}, {"queueOffset": "1.0"}, {"sysFlag": ""},
+                {"maxMsgNums": True}, {"topic": 5}, {"consumerGroup": None}, {"subscription": 1},
+                {"expressionType": False}, {"commitOffset": "9223372036854775808"}):
+        assert native.pull_fields(java | bad, _PULL_KEYS) is None, bad
+    for key in _PULL_KEYS[:9]:
+        missing = dict(java)
+        del missing[key]
+        assert native.pull_fields(missing, _PULL_KEYS) is None, key
+
+
 def test_send_v2_fields_declines_what_needs_an_answer() -> None:
     ok = {"b": "T", "e": "1", "f": "0", "g": "1700000000000", "h": "0", "i": "TAGS\x01A"}
     assert native.send_v2_fields(ok, b"CLUSTER\x01c", _V2_KEYS) == ("T", 1, 0, 1700000000000, 0, "TAGS\x01A", 0, 16)

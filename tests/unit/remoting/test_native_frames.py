@@ -219,9 +219,32 @@ def test_fields_frame_is_the_reference_bytes(
     assert (cmd.body or b"") == (body or b"")
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    code=int32,
+    opaque=int32,
+    pairs=st.lists(st.tuples(texts, field_values), max_size=6, unique_by=lambda pair: pair[0]),
+    body=st.binary(max_size=64),
+)
+def test_a_fields_frame_head_and_its_body_are_the_whole_frame(
+    code: int, opaque: int, pairs: list[tuple[str, Any]], body: bytes
+) -> None:
+    """An int body is the length of a body written after the head (a pull's records): the
+    head and that body together are the frame built with the body, in C and in Python."""
+    keys = tuple(k for k, _ in pairs)
+    values = tuple(v for _, v in pairs)
+    whole = fields_frame_py(code, opaque, 1, keys, values, body)
+    assert fields_frame(code, opaque, 1, keys, values, len(body)) + body == whole
+    assert fields_frame_py(code, opaque, 1, keys, values, len(body)) + body == whole
+    assert native.fields_frame(code, opaque, 1, "PYTHON", CURRENT_VERSION, keys, values, len(body)) + body == whole
+
+
 @pytest.mark.parametrize(
     "keys, values, body",
     [
+        (("a",), ("v",), -1),  # a negative body length
+        (("a",), ("v",), 2**31),  # a body past the protocol's frame limit
+        (("a",), ("v",), True),  # bool is not a length
         (("a",), (True,), b""),  # bool: str() would say "True", the header codec "true"
         (("a",), (1.5,), b""),  # neither str nor int
         (("a",), (2**64,), b""),  # beyond 64 bits

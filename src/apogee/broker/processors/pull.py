@@ -13,6 +13,7 @@ suggestion and what a slave answers differently follow ``broker.pull_rules``.
 from __future__ import annotations
 
 import logging
+from typing import Any, NamedTuple
 
 from apogee.broker.clients import ClientManager
 from apogee.broker.config import BrokerAddress, BrokerConfig
@@ -23,6 +24,7 @@ from apogee.broker.stats import BrokerStats
 from apogee.broker.subscriptions import SubscriptionGroupManager
 from apogee.broker.topics import TopicConfigManager
 from apogee.common import constants as c
+from apogee.common.accel import native
 from apogee.filter import TAG, FilterExpressionError, compile_filter
 from apogee.remoting.codes import RequestCode, ResponseCode
 from apogee.remoting.command import RemotingCommand
@@ -34,14 +36,51 @@ from apogee.remoting.headers.pull import (
     PullMessageRequestHeader,
     PullMessageResponseHeader,
 )
-from apogee.remoting.server import Deferred, RequestDispatcher
+from apogee.remoting.server import Deferred, FieldsAnswer, RequestDispatcher
 from apogee.store.message_store import MessageStore
 from apogee.store.results import GetResult, GetStatus, MessageFilter, TagCodeFilter
 
 log = logging.getLogger("apogee.broker.pull")
 
-# PullMessageResponseHeader's wire keys, in field order: every answer writes its dict directly.
-_SUGGEST_KEY, _NEXT_KEY, _MIN_KEY, _MAX_KEY = (key for _attr, key, _kind, _req in PullMessageResponseHeader._fields())
+# PullMessageResponseHeader's wire keys, in field order: every answer is a FieldsAnswer of them.
+_ANSWER_KEYS = tuple(key for _attr, key, _kind, _req in PullMessageResponseHeader._fields())
+_new_tuple = tuple.__new__
+PERMITS_KEPT = 4096  # pull verdicts kept (``PullProcessor._filter``); the table starts again past it
+
+
+class PullRequest(NamedTuple):
+    """A PULL_MESSAGE header's fields, PullMessageRequestHeader's in its order: read by
+    ``native.pull_fields`` when it reads them plainly, with no header object built."""
+
+    consumer_group: str
+    topic: str
+    queue_id: int
+    queue_offset: int
+    max_msg_nums: int
+    sys_flag: int
+    commit_offset: int
+    suspend_timeout_millis: int
+    sub_version: int
+    subscription: str | None
+    expression_type: str | None
+
+
+_HEADER_ATTRS = tuple(attr for attr, _key, _kind, _req in PullMessageRequestHeader._fields())
+_PULL_KEYS = tuple(key for _attr, key, _kind, _req in PullMessageRequestHeader._fields())  # native.pull_fields' order
+assert PullRequest._fields == _HEADER_ATTRS, "PullRequest must list PullMessageRequestHeader's fields in order"
+
+
+def read_pull_header(ext: dict[str, str] | None) -> PullRequest:
+    """The request's header fields: ``native.pull_fields`` takes the plain ones (the Java, C++
+    and Apogee clients' pulls), ``PullMessageRequestHeader.decode`` -- the specification --
+    decides everything else, and raises HeaderError for a header it refuses."""
+    if native is not None and ext:
+        fields = native.pull_fields(ext, _PULL_KEYS)
+        if fields is not None:
+            return _new_tuple(PullRequest, fields)
+    h = PullMessageRequestHeader.decode(ext)
+    return PullRequest(*(getattr(h, attr) for attr in _HEADER_ATTRS))
+
 
 def subscription_filter(expression_type: str | None, expression: str | None) -> MessageFilter:
     """The broker-side filter of a subscription (compiled once; SQL92 compilations are cached).
@@ -98,14 +137,18 @@ class PullProcessor:
         self._slave_read_enable = config.slave_read_enable
         self._stores_commit = stores_commit_offset(config.is_slave)
         self._corrects_offset = slave_corrects_offset(config.is_slave, store.config.offset_check_in_slave)
+        # ``_prepare``'s verdict (the pull's filter) for what it read of a request, kept while
+        # every table and setting it read is as it was (``_stamp``): a consumer repeats the
+        # same group, topic, queue and subscription pull after pull.  Refusals are not kept.
+        self._permits: dict[tuple[Any, ...], tuple[tuple[int | bool, ...], MessageFilter]] = {}
 
     def register_with(self, dispatcher: RequestDispatcher) -> None:
         dispatcher.register(RequestCode.PULL_MESSAGE, self.pull)
 
-    def pull(self, conn: Connection, req: RemotingCommand) -> RemotingCommand | Deferred:
+    def pull(self, conn: Connection, req: RemotingCommand) -> RemotingCommand | FieldsAnswer | Deferred:
         """Answer at once when possible; a ``Deferred`` answer when the pull is held."""
-        h = PullMessageRequestHeader.decode(req.ext_fields)
-        prepared = self._prepare(req, h)
+        h = read_pull_header(req.ext_fields)
+        prepared = self._filter(req, h)
         if isinstance(prepared, RemotingCommand):
             return prepared
         message_filter = prepared
@@ -119,7 +162,7 @@ class PullProcessor:
         return self._response(req, h, result)
 
     def _hold(
-        self, conn: Connection, req: RemotingCommand, h: PullMessageRequestHeader, message_filter: MessageFilter
+        self, conn: Connection, req: RemotingCommand, h: PullRequest, message_filter: MessageFilter
     ) -> Deferred:
         """Hold a pull that found nothing; answer it when a message arrives or it times out.
 
@@ -139,15 +182,37 @@ class PullProcessor:
         )
         return Deferred(held, lambda _woken: self._answer_held(req, h, message_filter))
 
-    def _answer_held(
-        self, req: RemotingCommand, h: PullMessageRequestHeader, message_filter: MessageFilter
-    ) -> RemotingCommand:
+    def _answer_held(self, req: RemotingCommand, h: PullRequest, message_filter: MessageFilter) -> FieldsAnswer:
         result = self._store.get_message(
             h.consumer_group, h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, message_filter=message_filter
         )
         return self._response(req, h, result)
 
-    def _prepare(self, req: RemotingCommand, h: PullMessageRequestHeader) -> MessageFilter | RemotingCommand:
+    def _filter(self, req: RemotingCommand, h: PullRequest) -> MessageFilter | RemotingCommand:
+        """``_prepare``'s verdict, from ``_permits`` when the same request was accepted and
+        nothing it depends on changed since."""
+        if h.sys_flag & FLAG_SUBSCRIPTION:
+            key: tuple[Any, ...] = (h.consumer_group, h.topic, h.queue_id, h.subscription, h.expression_type)
+        else:
+            key = (h.consumer_group, h.topic, h.queue_id, h.sub_version)
+        kept = self._permits.get(key)
+        if kept is not None and kept[0] == self._stamp():
+            return kept[1]
+        prepared = self._prepare(req, h)
+        if prepared.__class__ is not RemotingCommand:
+            if len(self._permits) >= PERMITS_KEPT:  # bounded: subscriptions are the clients' text
+                self._permits.clear()
+            self._permits[key] = (self._stamp(), prepared)  # type: ignore[assignment]  # after: it may create the group
+        return prepared
+
+    def _stamp(self) -> tuple[int | bool, ...]:
+        """What ``_prepare`` reads besides the request: the topic and group tables, the
+        consumers' subscriptions and the live settings (any change makes a new stamp)."""
+        config = self._config
+        return (self._topics.file.version, self._subscriptions.file.version, self._clients.subscriptions_version,
+                config.broker_permission, config.enable_property_filter)
+
+    def _prepare(self, req: RemotingCommand, h: PullRequest) -> MessageFilter | RemotingCommand:
         """The pull's filter, or its refusal.  A group that does not exist yet is created
         (when allowed) only once the pull is accepted: a refused pull changes no table."""
         if not self._config.broker_permission & c.PERM_READ:
@@ -169,7 +234,7 @@ class PullProcessor:
             self._subscriptions.find(h.consumer_group)  # accepted: auto-create it now
         return prepared
 
-    def _check(self, req: RemotingCommand, h: PullMessageRequestHeader) -> MessageFilter | RemotingCommand:
+    def _check(self, req: RemotingCommand, h: PullRequest) -> MessageFilter | RemotingCommand:
         """Topic, queue and subscription checks of a pull; its filter when they pass."""
         config = self._topics.get(h.topic)
         if config is None:
@@ -220,7 +285,7 @@ class PullProcessor:
                 ResponseCode.SUBSCRIPTION_PARSE_FAILED, f"parse the consumer's subscription failed: {exc}"
             )
 
-    def _response(self, req: RemotingCommand, h: PullMessageRequestHeader, result: GetResult) -> RemotingCommand:
+    def _response(self, req: RemotingCommand, h: PullRequest, result: GetResult) -> FieldsAnswer:
         status = result.status
         body = None
         if status is GetStatus.FOUND:
@@ -264,10 +329,6 @@ class PullProcessor:
         next_begin = result.next_begin_offset
         if not self._corrects_offset and status in _CORRECTIONS:
             next_begin = h.queue_offset
-        ext = {  # PullMessageResponseHeader(...).encode(), without building the header object
-            _SUGGEST_KEY: str(suggest),
-            _NEXT_KEY: str(next_begin),
-            _MIN_KEY: str(result.min_offset),
-            _MAX_KEY: str(result.max_offset),
-        }
-        return req.response(code, None, ext_fields=ext, body=body)
+        # PullMessageResponseHeader's fields, written as strings, without a header object.
+        values = (suggest, next_begin, result.min_offset, result.max_offset)
+        return _new_tuple(FieldsAnswer, (code, _ANSWER_KEYS, values, body))

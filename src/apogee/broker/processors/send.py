@@ -478,7 +478,7 @@ class SendProcessor:
             result.msg_id, queue_id, result.logics_offset, config.region_id, "true" if config.trace_on else "false",
         )
         if stored_ok:  # the usual answer: no table lookup, no command built
-            return _new_tuple(FieldsAnswer, (_SUCCESS, _ANSWER_KEYS, values))
+            return _new_tuple(FieldsAnswer, (_SUCCESS, _ANSWER_KEYS, values, None))
         return req.response(code, remark, ext_fields={k: str(v) for k, v in zip(_ANSWER_KEYS, values, strict=True)})
 
     def _send_batch(

@@ -154,9 +154,7 @@ class Sender:
         """The SEND_BATCH_MESSAGE request of an encoded batch body (written as header and
         body, without copying the body)."""
         values = self.fields(topic, queue_id, 0, 0, None, None, True)
-        # request_command hands the body to RemotingCommand.request, which takes any buffer
-        # (the Spark sink's are memoryview slices); its annotation says bytes.
-        return request_command(SEND_BATCH, SEND_KEYS, values, body)  # type: ignore[arg-type]
+        return request_command(SEND_BATCH, SEND_KEYS, values, body)
 
     async def publish_info(self, topic: str) -> TopicPublishInfo:
         """The topic's writable queues (its route fetched on first use); ``NoRouteError``."""

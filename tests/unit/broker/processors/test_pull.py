@@ -8,7 +8,7 @@ import asyncio
 import pytest
 
 from apogee.broker.clients import ClientChannel
-from apogee.broker.processors.pull import PullProcessor
+from apogee.broker.processors.pull import PERMITS_KEPT, PullProcessor
 from apogee.broker.subscriptions import SubscriptionGroupConfig
 from apogee.common import constants as c
 from apogee.common.java_hash import tags_code
@@ -21,7 +21,7 @@ from apogee.remoting.headers.pull import FLAG_COMMIT_OFFSET, FLAG_SUBSCRIPTION, 
 from apogee.remoting.server import Deferred
 from apogee.store.inner import InnerMessage
 from tests.support.wire import pull_request
-from tests.unit.broker.harness import Tables, answered, connection
+from tests.unit.broker.harness import Tables, answered, as_read, connection
 
 
 def processor(t: Tables) -> PullProcessor:
@@ -94,13 +94,13 @@ async def test_a_held_pull_is_answered_when_a_message_arrives(tables: Tables, to
     tables.store.add_arrival_listener(
         lambda t, q, max_offset, code, props: tables.long_polling.notify(t, q, max_offset, code)
     )
-    held = processor(tables).pull(connection(), pull_request(topic, 0, 0, group="CG", suspend_ms=30_000))
+    req = pull_request(topic, 0, 0, group="CG", suspend_ms=30_000)
+    held = processor(tables).pull(connection(), req)
     # Held at once, in the callback that found the queue empty: nothing can slip in between.
     assert isinstance(held, Deferred) and tables.long_polling.held == 1
     assert not held.future.done()
     await put(tables, topic, b"late")
-    answer = held.answer(await asyncio.wait_for(held.future, 10))
-    assert isinstance(answer, RemotingCommand)
+    answer = as_read(req, held.answer(await asyncio.wait_for(held.future, 10)))
     assert answer.code == ResponseCode.SUCCESS and decode_records(answer.body_bytes())[0].body == b"late"
     assert tables.long_polling.held == 0
 
@@ -171,3 +171,62 @@ async def test_pull_refusals_change_nothing(tables: Tables, topic: str) -> None:
     answer = await answered(puller.pull, connection(), pull())
     assert answer.code == ResponseCode.NO_PERMISSION and tables.address.addr in (answer.remark or "")
     assert tables.subscriptions.table == before  # no group was created by a refused pull
+
+
+async def test_an_accepted_pulls_verdict_is_taken_again_after_what_it_read_changes(tables: Tables, topic: str) -> None:
+    """The processor keeps an accepted pull's checks and filter for the next identical pull
+    (``PullProcessor._filter``); every table and setting they read makes it check again."""
+    await put(tables, topic, b"a", tags="A")
+    await put(tables, topic, b"b", tags="B")
+    await put(tables, topic, b"c", queue_id=1)
+    puller = processor(tables)
+
+    async def code(req: RemotingCommand) -> int:
+        return (await answered(puller.pull, connection(), req)).code
+
+    def change(what: str) -> None:
+        if what == "topic perm":
+            tables.topics.put(TopicConfigData(topic, 2, 2, c.PERM_WRITE))
+        elif what == "read queues":
+            tables.topics.put(TopicConfigData(topic, 1, 1))
+        elif what == "group":
+            tables.subscriptions.put(SubscriptionGroupConfig("CG", consume_enable=False))
+        else:
+            tables.config.broker_permission = c.PERM_WRITE
+
+    for what, refused in (("topic perm", ResponseCode.NO_PERMISSION), ("read queues", ResponseCode.SYSTEM_ERROR),
+                          ("group", ResponseCode.NO_PERMISSION), ("broker perm", ResponseCode.NO_PERMISSION)):
+        tables.topics.put(TopicConfigData(topic, 2, 2))
+        tables.subscriptions.put(SubscriptionGroupConfig("CG"))
+        tables.config.broker_permission = c.PERM_READ | c.PERM_WRITE
+        assert await code(pull(queue_id=1)) == ResponseCode.SUCCESS  # accepted, its verdict kept
+        change(what)
+        assert await code(pull(queue_id=1)) == refused, what
+    tables.config.broker_permission = c.PERM_READ | c.PERM_WRITE
+    tables.config.enable_property_filter = True
+    assert await code(pull(subscription="TAGS = 'B'", expression_type="SQL92")) == ResponseCode.SUCCESS
+    tables.config.enable_property_filter = False
+    assert await code(pull(subscription="TAGS = 'B'", expression_type="SQL92")) == ResponseCode.SYSTEM_ERROR
+
+    # Without a subscription in the request: the consumer's heartbeat decides, and a new one too.
+    conn = connection()
+    channel = ClientChannel(conn, "client-1", 0, 0, 0)
+    tables.clients.register_consumer(ConsumerData("CG", subscriptions=[
+        SubscriptionData(topic, "B", code_set=[tags_code("B")], sub_version=5)]), channel)
+    answer = await answered(puller.pull, conn, pull(sys_flag=0, sub_version=5))
+    assert [m.body for m in decode_records(answer.body_bytes())] == [b"b"]
+    tables.clients.register_consumer(ConsumerData("CG", subscriptions=[
+        SubscriptionData(topic, "A", code_set=[tags_code("A")], sub_version=6)]), channel)
+    answer = await answered(puller.pull, conn, pull(sys_flag=0, sub_version=5))
+    assert [m.body for m in decode_records(answer.body_bytes())] == [b"a"]
+    tables.clients.remove_connection(conn)
+    assert await code(pull(sys_flag=0, sub_version=5)) == ResponseCode.SUBSCRIPTION_NOT_EXIST
+
+
+async def test_the_kept_verdicts_are_bounded(tables: Tables, topic: str) -> None:
+    """Subscriptions are the clients' text: a client varying it pull after pull cannot make the
+    processor keep more than PERMITS_KEPT verdicts."""
+    puller = processor(tables)
+    for i in range(PERMITS_KEPT + 10):
+        await answered(puller.pull, connection(), pull(subscription=f"T{i}"))
+    assert len(puller._permits) <= PERMITS_KEPT
