@@ -8,6 +8,10 @@ seconds of each broker process, beside the single-broker (no slave) figures of t
 * sync sends one at a time (rate, p50/p99): single broker, ASYNC_MASTER + slave,
   SYNC_MASTER + slave (target: >= 70 % of ASYNC_MASTER's rate, p99 <= 1.5 ms);
 * pipelined sends (--inflight in flight): the same three (target: SYNC >= 70 % of ASYNC);
+  single SEND_MESSAGE_V2 frames, as the Java, C++ and Go clients send them;
+* batched sends: Apogee's own client at its best pipelined rate (``Producer.send_async`` with
+  auto-batching, up to 512 messages / 1 MiB per SEND_BATCH_MESSAGE, every result checked):
+  the same three;
 * replication lag under the pipelined ASYNC_MASTER load: for every 50th send, the time from
   its answer until the slave's CommitLog holds it (polled every 2 ms; target p99 <= 100 ms);
 * catch-up: a slave started behind a --backlog-mb backlog, MB/s until it holds it all
@@ -18,8 +22,8 @@ each in turn, interleaved in an order rotated every run, and the table is printe
 --configs picks configurations (single, async, sync) and --backlog-mb 0 skips the catch-up.
 
 Run: .venv/bin/python benchmarks/replication_bench.py [--runs 3] [--sync-messages 3000]
-     [--messages 30000] [--inflight 64] [--backlog-mb 200] [--configs single,async,sync]
-     [--src ../old/src --src src]
+     [--messages 30000] [--inflight 64] [--batched-messages 100000] [--backlog-mb 200]
+     [--configs single,async,sync] [--src ../old/src --src src]
 """
 
 from __future__ import annotations
@@ -40,13 +44,14 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from apogee.client import Message, Producer, SendStatus  # noqa: E402
 from apogee.remoting.client import RemotingClient  # noqa: E402
 from apogee.remoting.codes import RequestCode, ResponseCode  # noqa: E402
 from apogee.remoting.command import RemotingCommand  # noqa: E402
 from apogee.remoting.config import RemotingConfig  # noqa: E402
 from apogee.remoting.headers.consumer import TopicQueueRequestHeader  # noqa: E402
 from apogee.remoting.loop import run  # noqa: E402
-from benchmarks.broker_bench import cpu_seconds, pct, pipelined_sends, sync_sends  # noqa: E402
+from benchmarks.broker_bench import BODY, cpu_seconds, pct, pipelined_sends, sync_sends  # noqa: E402
 from benchmarks.broker_cpu_bench import label  # noqa: E402
 from benchmarks.figures import save_table  # noqa: E402
 from tests.support.processes import ServerProcess, start_namesrv  # noqa: E402
@@ -151,10 +156,28 @@ async def send_workloads(
         out.update(pipe_rate=prate, pipe_cpu=(m_cpu, s_cpu))
         if lag is not None:
             out["lag_p99_ms"], out["lag_p50_ms"] = await lag.stop()
+        brate, m_cpu, s_cpu = await measured(group, lambda: batched_sends(namesrv, topic, args.batched_messages))
+        out.update(batch_rate=brate, batch_cpu=(m_cpu, s_cpu))
         return out
     finally:
         await client.close()
         group.close()
+
+
+async def batched_sends(namesrv: str, topic: str, n: int) -> float:
+    """Apogee's producer at its best pipelined rate: ``send_async`` with auto-batching, the
+    results outstanding up to its ``max_inflight_messages``; every result must be SEND_OK."""
+    remoting = RemotingConfig(busy_poll_us=BUSY_POLL_US)
+    async with Producer("bench-batched", namesrv, client_ip="127.0.0.1", remoting=remoting) as producer:
+        await producer.send(Message(topic, BODY))  # the route and the connection, before the clock
+        start = time.perf_counter()
+        futures = [await producer.send_async(Message(topic, BODY)) for _ in range(n)]
+        await producer.flush()
+        rate = n / (time.perf_counter() - start)
+    statuses = collections.Counter(f.result().status for f in futures)
+    if statuses[SendStatus.SEND_OK] != n:
+        raise RuntimeError(f"batched sends not all SEND_OK: {dict(statuses)}")
+    return rate
 
 
 async def queue_max(client: RemotingClient, addr: str, topic: str) -> int:
@@ -273,7 +296,7 @@ async def bench(namesrv: str, root: Path, args: argparse.Namespace) -> None:
 
 
 COLUMNS = ("", "sync/s", "p50 ms", "p99 ms", "cpu master, slave", "pipelined/s", "cpu master, slave",
-           "lag p50/p99 ms")
+           "lag p50/p99 ms", "batched/s", "cpu master, slave")
 
 
 def report(src: str | None, results: dict[str, list[dict[str, Any]]], catchups: list[dict[str, Any]],
@@ -282,12 +305,12 @@ def report(src: str | None, results: dict[str, list[dict[str, Any]]], catchups: 
     (what ``--record`` keeps)."""
     rows = []
     for name, runs in results.items():
-        sc, pc = med(runs, "sync_cpu"), med(runs, "pipe_cpu")
+        sc, pc, bc = med(runs, "sync_cpu"), med(runs, "pipe_cpu"), med(runs, "batch_cpu")
         lag = f"{med(runs, 'lag_p50_ms'):.1f}/{med(runs, 'lag_p99_ms'):.1f}" if "lag_p99_ms" in runs[0] else "-"
         rows.append([name, f"{med(runs, 'sync_rate'):.0f}", f"{med(runs, 'sync_p50_ms'):.3f}",
                      f"{med(runs, 'sync_p99_ms'):.3f}", f"{sc[0]:.2f}, {sc[1]:.2f}", f"{med(runs, 'pipe_rate'):.0f}",
-                     f"{pc[0]:.2f}, {pc[1]:.2f}", lag])
-    widths = [22, 8, 7, 7, 17, 12, 17, 15]
+                     f"{pc[0]:.2f}, {pc[1]:.2f}", lag, f"{med(runs, 'batch_rate'):.0f}", f"{bc[0]:.2f}, {bc[1]:.2f}"])
+    widths = [22, 8, 7, 7, 17, 12, 17, 15, 10, 17]
     print(" ".join(f"{c:>{w}}" if i else f"{c:{w}}" for i, (c, w) in enumerate(zip(COLUMNS, widths, strict=True))))
     for row in rows:
         print(" ".join(f"{c:>{w}}" if i else f"{c:{w}}" for i, (c, w) in enumerate(zip(row, widths, strict=True))))
@@ -297,7 +320,8 @@ def report(src: str | None, results: dict[str, list[dict[str, Any]]], catchups: 
         summary.append(
             f"SYNC_MASTER / ASYNC_MASTER: sync sends {med(sync, 'sync_rate') / med(asyn, 'sync_rate'):.0%}"
             f" (target >= 70 %, p99 {med(sync, 'sync_p99_ms'):.3f} ms, target <= 1.5), pipelined "
-            f"{med(sync, 'pipe_rate') / med(asyn, 'pipe_rate'):.0%} (target >= 70 %)")
+            f"{med(sync, 'pipe_rate') / med(asyn, 'pipe_rate'):.0%} (target >= 70 %), batched "
+            f"{med(sync, 'batch_rate') / med(asyn, 'batch_rate'):.0%}")
     if catchups:
         cc = med(catchups, "catchup_cpu")
         summary.append(f"catch-up of a {args.backlog_mb} MB backlog: {med(catchups, 'catchup_mb_s'):.0f} MB/s"
@@ -313,6 +337,7 @@ def main() -> None:
     parser.add_argument("--sync-messages", type=int, default=3000)
     parser.add_argument("--messages", type=int, default=30_000)
     parser.add_argument("--inflight", type=int, default=64)
+    parser.add_argument("--batched-messages", type=int, default=100_000)
     parser.add_argument("--backlog-mb", type=int, default=200, help="0: no catch-up run")
     parser.add_argument("--configs", default="single,async,sync", help="of single, async, sync")
     parser.add_argument("--src", action="append", help="run the brokers from this source tree (repeat to compare)")
