@@ -74,6 +74,21 @@ def test_a_fields_answer_is_the_bytes_of_the_equal_response() -> None:
     assert resp.ext_fields == {"msgId": VALUES[0], "queueId": "3", "queueOffset": "41"}
 
 
+def test_a_fields_answer_with_a_body_is_the_bytes_of_the_equal_response() -> None:
+    """A pull's answer: its head written from the fields, its records after it unjoined (one
+    buffer or several, bytes or views), to a JSON or a binary-header request."""
+    records = b"R" * 300
+    for body in (records, memoryview(records), bytearray(records), [memoryview(records)[:100], records[100:]]):
+        for serialize_type in (SerializeType.JSON, SerializeType.ROCKETMQ):
+            via_fields = _answered(_request(serialize_type), FieldsAnswer(0, KEYS, VALUES, body))
+            ext = request_command(0, KEYS, VALUES, None).ext_fields
+            via_command = _answered(_request(serialize_type), _request(serialize_type).response(0, ext_fields=ext,
+                                                                                                 body=records))
+            assert via_fields == via_command, (type(body), serialize_type)
+            (resp,) = _decode(via_fields)
+            assert resp.body == records and resp.opaque == 77
+
+
 def test_a_fields_answer_to_a_binary_header_request_is_binary() -> None:
     (resp,) = _decode(_answered(_request(SerializeType.ROCKETMQ), FieldsAnswer(0, KEYS, VALUES)))
     assert resp.serialize_type == SerializeType.ROCKETMQ
