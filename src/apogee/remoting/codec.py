@@ -102,13 +102,14 @@ def fields_frame_py(
     body: bytes | int | None,
 ) -> bytes:
     """``fields_frame`` built as a command and encoded: the reference of ``native.fields_frame``."""
-    cmd = request_command(code, keys, values, None if body.__class__ is int else body)  # type: ignore[arg-type]
+    later = body if isinstance(body, int) else 0  # the length of a body the caller writes after the head
+    cmd = request_command(code, keys, values, None if isinstance(body, int) else body)
     cmd.opaque = opaque
     cmd.flag = flag
     frame = encode_bytes(cmd)
-    if body.__class__ is int:  # the head of a frame whose body the caller writes after it
+    if later:
         (length,) = _LEN.unpack_from(frame)
-        return _LEN.pack(length + body) + frame[4:]
+        return _LEN.pack(length + later) + frame[4:]
     return frame
 
 

@@ -199,10 +199,10 @@ class PullProcessor:
         if kept is not None and kept[0] == self._stamp():
             return kept[1]
         prepared = self._prepare(req, h)
-        if prepared.__class__ is not RemotingCommand:
+        if not isinstance(prepared, RemotingCommand):
             if len(self._permits) >= PERMITS_KEPT:  # bounded: subscriptions are the clients' text
                 self._permits.clear()
-            self._permits[key] = (self._stamp(), prepared)  # type: ignore[assignment]  # after: it may create the group
+            self._permits[key] = (self._stamp(), prepared)  # stamped after: it may have created the group
         return prepared
 
     def _stamp(self) -> tuple[int | bool, ...]:
