@@ -102,8 +102,10 @@ def fields_frame_py(
     body: bytes | int | None,
 ) -> bytes:
     """``fields_frame`` built as a command and encoded: the reference of ``native.fields_frame``."""
-    later = body if isinstance(body, int) else 0  # the length of a body the caller writes after the head
-    cmd = request_command(code, keys, values, None if isinstance(body, int) else body)
+    later = 0  # the length of a body the caller writes after the head
+    if isinstance(body, int):
+        later, body = body, None
+    cmd = request_command(code, keys, values, body)
     cmd.opaque = opaque
     cmd.flag = flag
     frame = encode_bytes(cmd)
