@@ -75,8 +75,11 @@ def pull_request(
 
 
 async def pull_all(client: RemotingClient, addr: str, topic: str, queues: int = 4, **kw: object) -> list[MessageExt]:
-    """Every message of ``topic``; each pull may wait briefly, since dispatch (which makes a
-    stored message visible) runs just after the send is acknowledged."""
+    """Every message of ``topic`` the broker acknowledged before this call.  A send is answered
+    once it is in the CommitLog and dispatch makes it visible just after (a new queue's first
+    message waits for its ConsumeQueue file, on the I/O thread): so first wait until the broker
+    has dispatched everything it stored (``wait_caught_up``), then pull each queue to its end."""
+    await wait_caught_up(addr)
     kw.setdefault("suspend_ms", 300)
     messages: list[MessageExt] = []
     for queue_id in range(queues):
