@@ -47,6 +47,12 @@ from apogee.remoting.headers.send import ConsumerSendMsgBackRequestHeader
 
 log = logging.getLogger("apogee.client.api")
 
+# Read per send or pull (an Enum class attribute read is slow: docs/architecture.md, Principles).
+_SUCCESS = ResponseCode.SUCCESS
+_SEND_OK = SendStatus.SEND_OK
+_FOUND = PullStatus.FOUND
+_PULL_MESSAGE = RequestCode.PULL_MESSAGE
+
 _SEND_STATUS = {
     ResponseCode.SUCCESS: SendStatus.SEND_OK,
     ResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
@@ -63,7 +69,7 @@ _PULL_STATUS = {
 
 def check(resp: RemotingCommand) -> RemotingCommand:
     """``resp`` itself when it is a success, else the matching ``RemoteError``."""
-    if resp.code != ResponseCode.SUCCESS:
+    if resp.code != _SUCCESS:
         raise RemoteError.for_code(resp.code, resp.remark)
     return resp
 
@@ -112,7 +118,7 @@ def send_result(resp: RemotingCommand, mq: MessageQueue, uniq: str) -> SendResul
     """``parse_send_response`` of a single send: the same answer, without its lists for the
     usual SEND_OK (one per sync send, so it is worth its few lines)."""
     ext = resp.ext_fields
-    if resp.code == ResponseCode.SUCCESS and ext:
+    if resp.code == _SUCCESS and ext:
         offset_id = ext.get("msgId")
         qid = ext.get("queueId")
         first = ext.get("queueOffset")
@@ -125,7 +131,7 @@ def send_result(resp: RemotingCommand, mq: MessageQueue, uniq: str) -> SendResul
                 if queue_id != mq.queue_id:
                     mq = MessageQueue(mq.topic, mq.broker_name, queue_id)
                 return tuple.__new__(SendResult, (
-                    SendStatus.SEND_OK, uniq or offset_id, offset_id, mq, first_offset,
+                    _SEND_OK, uniq or offset_id, offset_id, mq, first_offset,
                     ext.get("MSG_REGION", ""), ext.get("TRACE_ON") == "true",
                 ))
     return parse_send_response(resp, mq, [uniq])[0]
@@ -160,7 +166,7 @@ def build_pull_result(resp: RemotingCommand, tags_set: frozenset[str] | None) ->
         _ext_int(ext, "maxOffset"),
         suggest_which_broker_id=_ext_int(ext, "suggestWhichBrokerId"),
     )
-    if status is PullStatus.FOUND and resp.body:
+    if status is _FOUND and resp.body:
         body = resp.body if type(resp.body) is bytes else resp.body_bytes()
         msgs = decode_records_fast(body)
         if tags_set:
@@ -238,7 +244,7 @@ class ClientAPI:
     # --- pulling and offsets ------------------------------------------------------------------
 
     def pull_request(self, header: PullMessageRequestHeader) -> RemotingCommand:
-        return RemotingCommand.request(RequestCode.PULL_MESSAGE, header.encode())
+        return RemotingCommand.request(_PULL_MESSAGE, header.encode())
 
     async def pull(
         self, addr: str, header: PullMessageRequestHeader, timeout_ms: int, tags_set: frozenset[str] | None

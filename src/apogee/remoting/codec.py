@@ -31,6 +31,9 @@ DEFAULT_MAX_FRAME_SIZE = 16 * 1024 * 1024
 _PREFIX = struct.Struct(">ii")  # length, serializeType<<24 | headerLength
 _LEN = struct.Struct(">i")
 _HEADER_LEN_MASK = 0xFFFFFF
+# Read per frame (an Enum class attribute read is slow: docs/architecture.md, Principles).
+_JSON = SerializeType.JSON
+_OTHER_LANGUAGE = LanguageCode.OTHER
 
 
 def _body_parts(body: object) -> tuple[list[Buffer], int]:
@@ -65,7 +68,7 @@ def encode(cmd: RemotingCommand) -> list[Buffer]:
         parts, body_len = [body], body.nbytes
     else:
         parts, body_len = _body_parts(body)
-    if native is not None and cmd.serialize_type == SerializeType.JSON:
+    if native is not None and cmd.serialize_type == _JSON:
         head = native.json_frame_head(
             cmd.code, cmd.language, cmd.version, cmd.opaque, cmd.flag, cmd.remark, cmd.ext_fields, body_len,
             header_json.LANGUAGE_NAMES,
@@ -206,7 +209,7 @@ class FrameDecoder:
         if native is not None and not self._buf and data.__class__ is bytes and not self._failed:
             # The usual read, nothing buffered before it: _feed's first branch in one call.
             done = native.decode_frames(
-                data, self.max_frame_size, RemotingCommand, header_json.LANGUAGE_BY_NAME, LanguageCode.OTHER
+                data, self.max_frame_size, RemotingCommand, header_json.LANGUAGE_BY_NAME, _OTHER_LANGUAGE
             )
             if done is not None:  # else the pure path decides (and raises what is wrong)
                 commands, pos = done
@@ -287,7 +290,7 @@ class FrameDecoder:
         if native is not None:
             # JSON headers of the usual shape are read in C; anything else comes back None.
             done = native.decode_frames(
-                source, self.max_frame_size, RemotingCommand, header_json.LANGUAGE_BY_NAME, LanguageCode.OTHER
+                source, self.max_frame_size, RemotingCommand, header_json.LANGUAGE_BY_NAME, _OTHER_LANGUAGE
             )
             if done is not None:
                 return done

@@ -22,6 +22,9 @@ Body = Buffer | Sequence[Buffer] | None
 
 
 _new = object.__new__
+# Read per request (an Enum class attribute read is slow: docs/architecture.md, Principles).
+_PYTHON = LanguageCode.PYTHON
+_JSON = SerializeType.JSON
 
 
 class RemotingCommand:
@@ -97,14 +100,14 @@ class RemotingCommand:
             return cls(code, ext_fields=ext_fields, body=body, flag=RPC_ONEWAY if oneway else 0)
         req = _new(RemotingCommand)  # every field set here: no keyword handling per request
         req.code = code
-        req.language = LanguageCode.PYTHON
+        req.language = _PYTHON
         req.version = CURRENT_VERSION
         req.opaque = 0
         req.flag = RPC_ONEWAY if oneway else 0
         req.remark = None
         req.ext_fields = ext_fields
         req.body = body
-        req.serialize_type = SerializeType.JSON
+        req.serialize_type = _JSON
         return req
 
     def response(
@@ -117,7 +120,7 @@ class RemotingCommand:
         """The answer to this request: same opaque and serialize type, flag bit 0 set."""
         resp = _new(RemotingCommand)  # every field set here: no keyword handling per answer
         resp.code = code
-        resp.language = LanguageCode.PYTHON
+        resp.language = _PYTHON
         resp.version = CURRENT_VERSION
         resp.opaque = self.opaque
         resp.flag = RPC_RESPONSE

@@ -75,6 +75,7 @@ Processor = Callable[[Connection, RemotingCommand], ProcessorResult]
 # not logged, not a set that grows with it).
 MAX_UNSERVED_CODES_LOGGED = 32
 _UNSERVED = "apogee.unserved_codes"  # Connection.attributes key: the codes already logged
+_JSON = SerializeType.JSON  # read per answer (an Enum class attribute read is slow: docs/architecture.md)
 
 
 def warn_unserved(conn: Connection, code: int) -> None:
@@ -190,7 +191,7 @@ class RequestDispatcher:
             return
         if response.__class__ is FieldsAnswer:
             code, keys, values, body = response
-            if request.serialize_type == SerializeType.JSON:
+            if request.serialize_type == _JSON:
                 if body is None:
                     conn.send_frame(fields_frame(code, request.opaque, RPC_RESPONSE, keys, values, None))
                 else:

@@ -76,6 +76,7 @@ _TRAN_MASK = c.TRANSACTION_TYPE_MASK
 _QUEUED = frozenset((_NOT, _COMMIT))  # transaction types that get a ConsumeQueue entry
 _TAGS = c.PROPERTY_TAGS
 _DELAY = c.PROPERTY_DELAY_TIME_LEVEL
+_PUT_OK = PutStatus.PUT_OK  # read per put (an Enum class attribute read is slow: docs/architecture.md)
 _SCHEDULE = c.SCHEDULE_TOPIC
 
 DEFAULT_HINT_CAPACITY = 32_768  # ~10 MiB of hints at most; beyond, dispatch decodes the log
@@ -224,7 +225,7 @@ class CommitLog:
             hints = self.hints
             if len(hints) < self.hint_capacity:
                 hints.append((phys, total, topic, queue_id, qoff, tags, now, sysflag, pstr))
-        return PutResult(PutStatus.PUT_OK, phys, total, qoff, now, 1, store_ip, store_port)
+        return PutResult(_PUT_OK, phys, total, qoff, now, 1, store_ip, store_port)
 
     @staticmethod
     def _unwrite_locked(mf: MappedFile, pos: int, total: int, exc: BaseException) -> PutResult:
@@ -353,7 +354,7 @@ class CommitLog:
             if len(self.hints) < self.hint_capacity - len(hints):
                 self.hints.extend(hints)
         return PutResult(
-            PutStatus.PUT_OK, first_phys, batch_total, first_qoff, now, len(encoded),
+            _PUT_OK, first_phys, batch_total, first_qoff, now, len(encoded),
             store_ip, store_port, offsets,
         )
 
@@ -453,7 +454,7 @@ class CommitLog:
             hints = self.hints
             if len(hints) < self.hint_capacity:
                 hints.append((phys, total, topic, queue_id, qoff, count, cq, tags, now, sysflag, index_entries))
-        return PutResult(PutStatus.PUT_OK, phys, total, qoff, now, count, store_ip, store_port, msg_id=msg_ids)
+        return PutResult(_PUT_OK, phys, total, qoff, now, count, store_ip, store_port, msg_id=msg_ids)
 
     def _roll_locked(self) -> MappedFile | PutStatus:
         """Close the current file with a blank record and start the next; on failure the

@@ -45,6 +45,7 @@ from apogee.store.results import GetResult, MessageFilter, PutResult, PutStatus,
 from apogee.store.time_search import Boundary
 
 log = logging.getLogger("apogee.store.message_store")
+_PUT_OK = PutStatus.PUT_OK  # read per put (an Enum class attribute read is slow: docs/architecture.md)
 
 DISPATCH_BATCH = 2048
 
@@ -366,7 +367,7 @@ class MessageStore:
 
     def _appended(self, result: PutResult, wait: bool) -> tuple[PutResult, Awaitable[PutStatus] | None]:
         """After an append: what the put waits for, if anything; else wake dispatch."""
-        if result.status is PutStatus.PUT_OK:
+        if result.status is _PUT_OK:
             if self._group is None and self.replica_request is None:
                 self._wake_dispatch_soon()
                 return result, None

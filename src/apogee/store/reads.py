@@ -33,6 +33,7 @@ _head = struct.Struct(">ii").unpack_from  # TOTALSIZE, MAGICCODE of a record
 _phys_at = struct.Struct(">q").unpack_from  # the CommitLog offset of a ConsumeQueue entry, at byte 0
 _SIZE_AT = struct.Struct(">i")  # the size field of a ConsumeQueue entry, at byte 8
 _MAGIC = message_codec.MESSAGE_MAGIC_CODE
+_FOUND = GetStatus.FOUND  # read per pull (an Enum class attribute read is slow: docs/architecture.md)
 SCREEN_ENTRIES = 512  # entries from before a restart checked per pull (StoreReader._screen)
 
 
@@ -226,7 +227,7 @@ class StoreReader:
                 qoffsets.append(offset + i)
                 total += size
                 count += 1
-                status = GetStatus.FOUND
+                status = _FOUND
                 next_file_start = -1
             if run_start >= 0:
                 buffers.append(mf.view[run_start - mf_start : run_end - mf_start])  # type: ignore[union-attr]
@@ -261,7 +262,7 @@ class StoreReader:
         if queue_offsets:
             result.buffers.append(body)
             result.queue_offsets = queue_offsets
-            result.status = GetStatus.FOUND
+            result.status = _FOUND
         else:
             result.status = GetStatus.NO_MATCHED_MESSAGE
         result.buffer_total_size = len(body)

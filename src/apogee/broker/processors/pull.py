@@ -104,11 +104,39 @@ _CORRECTIONS = frozenset({
 })
 
 
+# Each outcome's answer (RocketMQ's PullMessageProcessor).  The two outcomes of
+# _EMPTY_QUEUE answer PULL_NOT_FOUND for a pull from offset 0 and PULL_OFFSET_MOVED otherwise.
+# Module constants, read once per pull: on CPython 3.11 each read of an Enum class's
+# attribute (GetStatus.FOUND) goes through EnumType.__getattr__'s slow lookup hook.
+_FOUND = GetStatus.FOUND
+_SUCCESS = ResponseCode.SUCCESS
+_OFFSET_MOVED = ResponseCode.PULL_OFFSET_MOVED
+_RETRY_NOW = ResponseCode.PULL_RETRY_IMMEDIATELY
+_NOT_FOUND = ResponseCode.PULL_NOT_FOUND
+_EMPTY_QUEUE = frozenset({GetStatus.NO_MESSAGE_IN_QUEUE, GetStatus.NO_MATCHED_LOGIC_QUEUE})
+_PULL_CODES = {
+    GetStatus.FOUND: _SUCCESS,
+    GetStatus.NO_MATCHED_MESSAGE: _RETRY_NOW,
+    GetStatus.MESSAGE_WAS_REMOVING: _RETRY_NOW,
+    GetStatus.OFFSET_OVERFLOW_ONE: _NOT_FOUND,
+    GetStatus.OFFSET_FOUND_NULL: _NOT_FOUND,
+    GetStatus.NO_MESSAGE_IN_QUEUE: _OFFSET_MOVED,
+    GetStatus.NO_MATCHED_LOGIC_QUEUE: _OFFSET_MOVED,
+    GetStatus.OFFSET_TOO_SMALL: _OFFSET_MOVED,
+    GetStatus.OFFSET_OVERFLOW_BADLY: _OFFSET_MOVED,
+}
+
+
+def _pull_code(status: GetStatus, offset: int) -> ResponseCode:
+    """The code RocketMQ answers a pull's outcome with."""
+    if offset == 0 and status in _EMPTY_QUEUE:
+        return _NOT_FOUND
+    return _PULL_CODES[status]
+
+
 def _not_found(status: GetStatus, offset: int) -> bool:
     """Whether RocketMQ answers this outcome with PULL_NOT_FOUND (the one that is held)."""
-    if status in (GetStatus.OFFSET_OVERFLOW_ONE, GetStatus.OFFSET_FOUND_NULL):
-        return True
-    return offset == 0 and status in (GetStatus.NO_MESSAGE_IN_QUEUE, GetStatus.NO_MATCHED_LOGIC_QUEUE)
+    return _pull_code(status, offset) is _NOT_FOUND
 
 
 class PullProcessor:
@@ -288,20 +316,13 @@ class PullProcessor:
     def _response(self, req: RemotingCommand, h: PullRequest, result: GetResult) -> FieldsAnswer:
         status = result.status
         body = None
-        if status is GetStatus.FOUND:
-            code = ResponseCode.SUCCESS
+        if status is _FOUND:
+            code = _SUCCESS
             buffers = result.buffers
             body = buffers[0] if len(buffers) == 1 else buffers  # one buffer: the C path's copy
             self._stats.got(h.consumer_group, h.topic, len(result.queue_offsets), result.buffer_total_size)
-        elif status in (GetStatus.NO_MATCHED_MESSAGE, GetStatus.MESSAGE_WAS_REMOVING):
-            code = ResponseCode.PULL_RETRY_IMMEDIATELY
-        elif status in (GetStatus.OFFSET_OVERFLOW_ONE, GetStatus.OFFSET_FOUND_NULL):
-            code = ResponseCode.PULL_NOT_FOUND
-        elif status in (GetStatus.NO_MESSAGE_IN_QUEUE, GetStatus.NO_MATCHED_LOGIC_QUEUE):
-            code = ResponseCode.PULL_NOT_FOUND if h.queue_offset == 0 else ResponseCode.PULL_OFFSET_MOVED
-        else:  # OFFSET_TOO_SMALL, OFFSET_OVERFLOW_BADLY
-            code = ResponseCode.PULL_OFFSET_MOVED
-        if body is None:
+        else:
+            code = _pull_code(status, h.queue_offset)
             self._stats.got(h.consumer_group, h.topic, 0, 0)
         suggest = 0
         if self._slave_read_enable:
@@ -310,7 +331,7 @@ class PullProcessor:
                 suggest = suggest_broker_id(
                     True, result.suggest_pulling_from_slave, group.broker_id, group.which_broker_when_consume_slowly
                 )
-        if code == ResponseCode.PULL_OFFSET_MOVED:
+        if code is _OFFSET_MOVED:
             if self._corrects_offset:
                 log.info(
                     "pull offset moved: group %s topic %s queue %d requested %d, next %d (min %d max %d)",
@@ -318,7 +339,7 @@ class PullProcessor:
                     result.next_begin_offset, result.min_offset, result.max_offset,
                 )
             else:  # a slave (behind its master, perhaps) does not move the consumer's offset
-                code = ResponseCode.PULL_RETRY_IMMEDIATELY
+                code = _RETRY_NOW
                 group = self._subscriptions.get(h.consumer_group)
                 suggest = group.broker_id if group is not None else 0
                 log.debug(  # RocketMQ warns; the consumer retries at once, so it would flood the log

@@ -468,7 +468,7 @@ class SendProcessor:
 
     def _response(self, req: RemotingCommand, result: PutResult, *, queue_id: int) -> Answer:
         """SendMessageResponseHeader's fields, in ``_ANSWER_KEYS`` order: one answer per send."""
-        stored_ok = result.status is PutStatus.PUT_OK
+        stored_ok = result.status is _PUT_OK
         if not stored_ok:
             code, remark = _STATUS_TO_CODE.get(result.status, (ResponseCode.SYSTEM_ERROR, result.status.name))
             if code not in _STORED_CODES:  # nothing stored: no id, no offset

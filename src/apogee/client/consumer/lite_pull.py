@@ -34,6 +34,7 @@ from apogee.common.message import MessageExt, MessageQueue
 from apogee.errors import ApogeeError, ClientError, ClientStateError
 
 log = logging.getLogger("apogee.client.consumer.lite_pull")
+_FOUND = PullStatus.FOUND  # read per pull (an Enum class attribute read is slow: docs/architecture.md)
 
 MIB = 1024 * 1024
 
@@ -249,7 +250,7 @@ class LitePullConsumer(ConsumerBase):
                 continue
             if pq.dropped or generation != state.generation:
                 continue
-            if result.status is PullStatus.FOUND:
+            if result.status is _FOUND:
                 if result.messages:
                     pq.put(result.messages)
                     ready.put_nowait(_Fetched(mq, generation, result.messages))

@@ -37,6 +37,7 @@ from apogee.errors import ApogeeError, ClientStateError, ConnectionClosedError
 from apogee.remoting.bodies.consumer_info import ConsumeMessageDirectlyResult
 
 log = logging.getLogger("apogee.client.consumer.push")
+_FOUND = PullStatus.FOUND  # read per pull (an Enum class attribute read is slow: docs/architecture.md)
 
 MIB = 1024 * 1024
 
@@ -351,7 +352,7 @@ class PushConsumer(ConsumerBase):
                     result.next_begin_offset,
                     len(result.messages),
                 )
-            if status is PullStatus.FOUND:
+            if status is _FOUND:
                 next_offset = result.next_begin_offset
                 msgs = result.messages
                 if msgs:

@@ -73,6 +73,7 @@ _DELAY = c.DELAY
 _TRAN = c.TRAN_MSG
 _RETRY_PREFIX = c.RETRY_GROUP_TOPIC_PREFIX
 _MSG_TYPE = c.PROPERTY_MESSAGE_TYPE
+_SEND_OK = SendStatus.SEND_OK  # read per send (an Enum class attribute read is slow: docs/architecture.md)
 
 
 def _send_code(msg: Message) -> int:
@@ -309,7 +310,7 @@ class Producer:
             return await sender.send_message(
                 topic, prepared, timeout, retries, msg=msg, first=Failed(exc, mq.broker_name, deadline)
             )
-        if result.status is SendStatus.SEND_OK or not self.config.retry_another_broker_when_not_store_ok or retries < 1:
+        if result.status is _SEND_OK or not self.config.retry_another_broker_when_not_store_ok or retries < 1:
             return result
         return await sender.send_message(
             topic, prepared, timeout, retries, msg=msg, first=Failed(None, mq.broker_name, deadline, result)

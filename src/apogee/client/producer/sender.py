@@ -45,6 +45,7 @@ from apogee.remoting.command import RemotingCommand
 from apogee.remoting.headers.send import SendMessageRequestHeaderV2
 
 log = logging.getLogger("apogee.client.producer")
+_SEND_OK = SendStatus.SEND_OK  # read per batch (an Enum class attribute read is slow: docs/architecture.md)
 
 SEND_V2 = int(RequestCode.SEND_MESSAGE_V2)
 # A reply (MSG_TYPE=reply) goes as SEND_REPLY_MESSAGE_V2, same header (MQClientAPIImpl.sendMessage).
@@ -383,7 +384,7 @@ class Sender:
                     if ctxs:
                         hooks.after(ctxs, send_results(batch.uniqs, *answer), None, start)
                     if not self.closed and after_stored(
-                        answer[0] is SendStatus.SEND_OK, self.settings.retry_another_broker_when_not_store_ok, retries
+                        answer[0] is _SEND_OK, self.settings.retry_another_broker_when_not_store_ok, retries
                     ):
                         first = Failed(None, sent_to.broker_name, deadline, answer)
                         self._spawn_batch(batch, body, retries, first, done)

@@ -8,7 +8,7 @@ import asyncio
 import pytest
 
 from apogee.broker.clients import ClientChannel
-from apogee.broker.processors.pull import PERMITS_KEPT, PullProcessor
+from apogee.broker.processors.pull import PERMITS_KEPT, PullProcessor, _not_found, _pull_code
 from apogee.broker.subscriptions import SubscriptionGroupConfig
 from apogee.common import constants as c
 from apogee.common.java_hash import tags_code
@@ -20,6 +20,7 @@ from apogee.remoting.command import RemotingCommand
 from apogee.remoting.headers.pull import FLAG_COMMIT_OFFSET, FLAG_SUBSCRIPTION, PullMessageRequestHeader
 from apogee.remoting.server import Deferred
 from apogee.store.inner import InnerMessage
+from apogee.store.results import GetStatus
 from tests.support.wire import pull_request
 from tests.unit.broker.harness import Tables, answered, as_read, connection
 
@@ -230,3 +231,24 @@ async def test_the_kept_verdicts_are_bounded(tables: Tables, topic: str) -> None
     for i in range(PERMITS_KEPT + 10):
         await answered(puller.pull, connection(), pull(subscription=f"T{i}"))
     assert len(puller._permits) <= PERMITS_KEPT
+
+
+@pytest.mark.parametrize(("status", "from_start", "later"), [
+    # RocketMQ's PullMessageProcessor: each store outcome's code, pulling from offset 0 and from later.
+    (GetStatus.FOUND, ResponseCode.SUCCESS, ResponseCode.SUCCESS),
+    (GetStatus.NO_MATCHED_MESSAGE, ResponseCode.PULL_RETRY_IMMEDIATELY, ResponseCode.PULL_RETRY_IMMEDIATELY),
+    (GetStatus.MESSAGE_WAS_REMOVING, ResponseCode.PULL_RETRY_IMMEDIATELY, ResponseCode.PULL_RETRY_IMMEDIATELY),
+    (GetStatus.OFFSET_OVERFLOW_ONE, ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_NOT_FOUND),
+    (GetStatus.OFFSET_FOUND_NULL, ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_NOT_FOUND),
+    (GetStatus.NO_MESSAGE_IN_QUEUE, ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_OFFSET_MOVED),
+    (GetStatus.NO_MATCHED_LOGIC_QUEUE, ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_OFFSET_MOVED),
+    (GetStatus.OFFSET_TOO_SMALL, ResponseCode.PULL_OFFSET_MOVED, ResponseCode.PULL_OFFSET_MOVED),
+    (GetStatus.OFFSET_OVERFLOW_BADLY, ResponseCode.PULL_OFFSET_MOVED, ResponseCode.PULL_OFFSET_MOVED),
+])
+def test_each_store_outcome_answers_rocketmqs_code(status: GetStatus, from_start: ResponseCode,
+                                                    later: ResponseCode) -> None:
+    assert _pull_code(status, 0) is from_start and _pull_code(status, 5) is later
+    # Only PULL_NOT_FOUND is held for a suspending pull.
+    assert _not_found(status, 0) == (from_start is ResponseCode.PULL_NOT_FOUND)
+    assert _not_found(status, 5) == (later is ResponseCode.PULL_NOT_FOUND)
+    assert len(GetStatus) == 9  # a new outcome needs its row here and in _PULL_CODES
