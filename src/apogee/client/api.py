@@ -13,6 +13,7 @@ value without I/O, so they are unit-tested and reused by the async-callback path
 from __future__ import annotations
 
 import logging
+import operator
 from collections.abc import Awaitable, Iterable
 
 from apogee.client.types import PullResult, PullStatus, SendResult, SendStatus
@@ -52,6 +53,11 @@ _SUCCESS = ResponseCode.SUCCESS
 _SEND_OK = SendStatus.SEND_OK
 _FOUND = PullStatus.FOUND
 _PULL_MESSAGE = RequestCode.PULL_MESSAGE
+
+# PullMessageRequestHeader's wire keys in its field order, and its values in that order.
+_PULL_FIELDS = PullMessageRequestHeader._fields()
+PULL_KEYS = tuple(key for _attr, key, _kind, _required in _PULL_FIELDS)
+_pull_values = operator.attrgetter(*(attr for attr, _key, _kind, _required in _PULL_FIELDS))
 
 _SEND_STATUS = {
     ResponseCode.SUCCESS: SendStatus.SEND_OK,
@@ -243,14 +249,16 @@ class ClientAPI:
 
     # --- pulling and offsets ------------------------------------------------------------------
 
-    def pull_request(self, header: PullMessageRequestHeader) -> RemotingCommand:
-        return RemotingCommand.request(_PULL_MESSAGE, header.encode())
+    def pull_request(self, addr: str, header: PullMessageRequestHeader, timeout_ms: int) -> Awaitable[RemotingCommand]:
+        """Send one PULL_MESSAGE; its response.  Written straight from the header's values
+        (``RemotingClient.invoke_fields``): a consumer sends one per pull, and a long-polling
+        one per message at low rates, so no extFields dict and no request command is built."""
+        return self.remoting.invoke_fields(addr, _PULL_MESSAGE, PULL_KEYS, _pull_values(header), None, timeout_ms)
 
     async def pull(
         self, addr: str, header: PullMessageRequestHeader, timeout_ms: int, tags_set: frozenset[str] | None
     ) -> PullResult:
-        resp = await self.remoting.invoke(addr, self.pull_request(header), timeout_ms)
-        return build_pull_result(resp, tags_set)
+        return build_pull_result(await self.pull_request(addr, header, timeout_ms), tags_set)
 
     async def query_consumer_offset(self, addr: str, group: str, topic: str, queue_id: int) -> int:
         """The group's committed offset; ``QueryNotFoundError`` when it has none."""

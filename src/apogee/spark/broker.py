@@ -321,7 +321,7 @@ async def pull(
         subscription=expression,
         expression_type=expression_type,
     )
-    resp = await api.remoting.invoke(addr, api.pull_request(header), timeout_ms)
+    resp = await api.pull_request(addr, header, timeout_ms)
     ext = resp.ext_fields
     body = None
     if resp.code == ResponseCode.SUCCESS and resp.body:

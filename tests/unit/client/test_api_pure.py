@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from apogee.client.api import build_pull_result, parse_send_response, send_result
+from apogee.client.api import PULL_KEYS, _pull_values, build_pull_result, parse_send_response, send_result
 from apogee.client.types import PullStatus, SendStatus
 from apogee.common import constants as c
 from apogee.common.message import MessageQueue
 from apogee.common.message_codec import encode_record, properties_to_string
 from apogee.errors import RemoteError, SubscriptionParseFailedError, SystemBusyError
+from apogee.remoting.codec import decode_frame, encode_bytes, fields_frame, fields_frame_py
+from apogee.remoting.codes import RequestCode
 from apogee.remoting.command import RemotingCommand
+from apogee.remoting.headers.pull import PullMessageRequestHeader
 
 MQ = MessageQueue("T", "b", 1)
 
@@ -109,3 +114,31 @@ def test_pull_statuses(code: int, status: PullStatus) -> None:
 def test_pull_errors() -> None:
     with pytest.raises(SubscriptionParseFailedError):
         build_pull_result(resp(23, remark="bad"), None)
+
+
+@given(
+    st.builds(
+        PullMessageRequestHeader,
+        consumer_group=st.text(min_size=1, max_size=20),
+        topic=st.text(min_size=1, max_size=20),
+        queue_id=st.integers(0, 2**31 - 1),
+        queue_offset=st.integers(0, 2**63 - 1),
+        max_msg_nums=st.integers(1, 2**31 - 1),
+        sys_flag=st.integers(0, 15),
+        commit_offset=st.integers(0, 2**63 - 1),
+        suspend_timeout_millis=st.integers(0, 2**40),
+        sub_version=st.integers(0, 2**63 - 1),
+        subscription=st.none() | st.text(max_size=40),  # SQL92 text: quotes, escapes, any script
+        expression_type=st.none() | st.sampled_from(["TAG", "SQL92"]),
+    ),
+    st.integers(0, 2**31 - 1),
+)
+def test_a_pull_is_written_as_its_header_encodes(header: PullMessageRequestHeader, opaque: int) -> None:
+    # ClientAPI.pull_request writes the frame from the header's values (no extFields dict):
+    # the bytes are those of the request built from header.encode().
+    request = RemotingCommand.request(RequestCode.PULL_MESSAGE, header.encode())
+    request.opaque = opaque
+    values = _pull_values(header)
+    assert fields_frame(RequestCode.PULL_MESSAGE, opaque, 0, PULL_KEYS, values, None) == encode_bytes(request)
+    assert decode_frame(fields_frame_py(RequestCode.PULL_MESSAGE, opaque, 0, PULL_KEYS, values, None)[4:]).ext_fields \
+        == header.encode()
