@@ -528,9 +528,8 @@ static PyObject *decode_records(PyObject *self, PyObject *args) {
     Py_ssize_t end = view.len;
     PyObject *out = PyList_New(0);
     PyObject *topic = NULL, *born = NULL, *store = NULL, *uniq_name = NULL;
-    unsigned char last_topic[256], last_born[8], last_store[8];
+    unsigned char last_topic[256];
     Py_ssize_t last_topic_len = -1;
-    int have_born = 0, have_store = 0;
     PyObject *names[NAME_CACHE];
     Py_ssize_t nnames = 0;
     PyObject *vals[N_EXT_FIELDS];
@@ -554,7 +553,7 @@ static PyObject *decode_records(PyObject *self, PyObject *args) {
         if (RECORD_FIXED + body_len + 1 + tlen + 2 + plen != total) break;
         const unsigned char *props = pp + 2;
         if (!valid_text(props, plen) || !valid_text(t + 1, tlen)) break;
-        /* topic, hosts: reused while they repeat */
+        /* topic: reused while it repeats */
         if (tlen != last_topic_len || memcmp(last_topic, t + 1, tlen) != 0) {
             PyObject *nt = PyUnicode_DecodeUTF8((const char *)t + 1, tlen, NULL);
             if (!nt) goto fail;
@@ -562,20 +561,13 @@ static PyObject *decode_records(PyObject *self, PyObject *args) {
             memcpy(last_topic, t + 1, tlen);
             last_topic_len = tlen;
         }
-        if (!have_born || memcmp(last_born, r + 48, 8) != 0) {
-            PyObject *nb = host_pair(r + 48);
-            if (!nb) goto fail;
-            Py_XSETREF(born, nb);
-            memcpy(last_born, r + 48, 8);
-            have_born = 1;
-        }
-        if (!have_store || memcmp(last_store, r + 64, 8) != 0) {
-            PyObject *ns = host_pair(r + 64);
-            if (!ns) goto fail;
-            Py_XSETREF(store, ns);
-            memcpy(last_store, r + 64, 8);
-            have_store = 1;
-        }
+        /* hosts: host_pair keeps the recent ones */
+        PyObject *nb = host_pair(r + 48);
+        if (!nb) goto fail;
+        Py_XSETREF(born, nb);
+        PyObject *ns = host_pair(r + 64);
+        if (!ns) goto fail;
+        Py_XSETREF(store, ns);
         /* properties: split at 0x02, name/value at the first 0x01, empty ones dropped */
         PyObject *pd = PyDict_New();
         if (!pd) goto fail;
